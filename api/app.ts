@@ -1,0 +1,75 @@
+import { randomUUID } from 'node:crypto';
+import express, { type Express, type RequestHandler } from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import swaggerUi from 'swagger-ui-express';
+import type { Deps } from './deps.js';
+import { errorHandler } from './errors.js';
+import { authenticate, authorizeMethod } from './auth/middleware.js';
+import type { OpenApiDocument } from './openapi.js';
+import { NotFoundError } from '../domain/shared/errors.js';
+import './http.js';
+
+/** Body cap for JSON requests; larger bodies get 413. */
+export const JSON_LIMIT = '1mb';
+
+export interface Routes {
+  /** Mounted after validation and authentication, in order. */
+  routers: express.Router[];
+  /** True when the platform is ready to serve (database, event store and projections up). */
+  health: () => Promise<{ ready: boolean; detail: Record<string, unknown> }>;
+}
+
+/**
+ * The HTTP pipeline: request id and logger, body parsing, the OpenAPI document
+ * (validation, docs), authentication and the role check, the capability
+ * routers, then the one error handler.
+ */
+export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'extended');
+  app.set('trust proxy', false);
+
+  app.use((req, res, next) => {
+    req.id = randomUUID();
+    req.log = deps.log.child({ reqId: req.id });
+    res.setHeader('X-Request-Id', req.id);
+    next();
+  });
+  app.use(express.json({ limit: JSON_LIMIT }));
+
+  app.get('/api/openapi.json', (_req, res) => {
+    res.json(openapi);
+  });
+  app.use('/api/docs', swaggerUi.serve, swaggerUi.setup(openapi as object));
+  app.get('/api/health', async (_req, res) => {
+    const { ready, detail } = await routes.health();
+    res.status(ready ? 200 : 503).json({ status: ready ? 'ok' : 'starting', ...detail });
+  });
+
+  app.use(
+    OpenApiValidator.middleware({
+      apiSpec: structuredClone(openapi) as never,
+      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true },
+      validateResponses: false,
+      validateSecurity: false,
+      ignoreUndocumented: false,
+      fileUploader: false,
+    }),
+  );
+
+  const auth = authenticate(deps);
+  const isPublic: RequestHandler = (req, res, next) => {
+    const operation = (req as unknown as { openapi?: { schema?: { security?: unknown[] } } }).openapi?.schema;
+    if (Array.isArray(operation?.security) && operation.security.length === 0) return next();
+    return auth(req, res, next);
+  };
+  app.use(isPublic);
+  app.use(authorizeMethod(deps));
+
+  for (const router of routes.routers) app.use(router);
+
+  app.use((_req, _res, next) => next(new NotFoundError()));
+  app.use(errorHandler);
+  return app;
+}

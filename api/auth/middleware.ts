@@ -1,0 +1,36 @@
+import type { RequestHandler } from 'express';
+import { ForbiddenError, UnauthorizedError } from '../../domain/shared/errors.js';
+import { isUuid } from '../../domain/shared/ids.js';
+import type { Deps } from '../deps.js';
+import { verifyToken } from './tokens.js';
+import { allowedMethods, type ResourceType } from '../../domain/access/roles.js';
+import { loadCustomRoles } from '../../projections/access.js';
+
+/** Resolves `Authorization: Bearer <token>` to a principal; 401 for a missing, invalid or expired token, or a user who is gone or disabled. */
+export function authenticate(deps: Deps): RequestHandler {
+  return async (req, _res, next) => {
+    const header = req.headers.authorization ?? '';
+    const match = /^Bearer\s+(\S+)$/i.exec(header);
+    const userId = match ? verifyToken(deps.jwtSecret, match[1]!) : null;
+    if (!userId || !isUuid(userId)) return next(new UnauthorizedError());
+    const user = await deps.db.selectFrom('users').select(['id', 'username', 'profile']).where('id', '=', userId).executeTakeFirst();
+    if (!user || !user.profile.enabled) return next(new UnauthorizedError());
+    req.principal = { id: user.id, username: user.username, roles: user.profile.attributes.roles ?? [] };
+    next();
+  };
+}
+
+/**
+ * The role check: the operation's `x-resource` in the OpenAPI document names
+ * the resource type, and the caller's roles must allow the HTTP method on it.
+ */
+export function authorizeMethod(deps: Deps): RequestHandler {
+  return async (req, _res, next) => {
+    const operation = (req as unknown as { openapi?: { schema?: Record<string, unknown> } }).openapi?.schema;
+    const resource = operation?.['x-resource'] as ResourceType | undefined;
+    if (!resource || !req.principal) return next();
+    const custom = await loadCustomRoles(deps.db, req.principal.roles);
+    if (!allowedMethods(req.principal.roles, resource, custom).has(req.method.toUpperCase())) return next(new ForbiddenError());
+    next();
+  };
+}

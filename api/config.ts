@@ -1,0 +1,74 @@
+/**
+ * Configuration, all from the environment, checked at start. A bad value stops
+ * the platform with one line naming the variable and what it accepts.
+ */
+export interface Config {
+  port: number;
+  mqttPort: number;
+  databaseUrl: string | null;
+  dataDir: string;
+  eventstoreUrl: string | null;
+  jwtSecret: string | null;
+  adminUsername: string | null;
+  adminPassword: string | null;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** How long a REST write waits for its events to reach the read models before answering 503. */
+  projectionWaitMs: number;
+  /** Lifetime of an access token, in seconds. */
+  tokenTtlSeconds: number;
+}
+
+export class ConfigError extends Error {}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const text = (name: string): string | null => {
+    const v = env[name];
+    return v === undefined || v === '' ? null : v;
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = text(name);
+    if (raw === null) return fallback;
+    const n = Number(raw);
+    if (!/^\d+$/.test(raw) || n < min || n > max) throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got '${raw}'`);
+    return n;
+  };
+  const url = (name: string, schemes: string[]): string | null => {
+    const raw = text(name);
+    if (raw === null) return null;
+    let parsed: URL;
+    try {
+      parsed = new URL(raw);
+    } catch {
+      throw new ConfigError(`${name} must be a URL (${schemes.join('://, ')}://), got '${raw}'`);
+    }
+    if (!schemes.includes(parsed.protocol.replace(/:$/, ''))) throw new ConfigError(`${name} must start with ${schemes.join('://, ')}://`);
+    return raw;
+  };
+
+  const adminUsername = text('ADMIN_USERNAME');
+  const adminPassword = text('ADMIN_PASSWORD');
+  if ((adminUsername === null) !== (adminPassword === null)) throw new ConfigError('ADMIN_USERNAME and ADMIN_PASSWORD must be set together');
+  if (adminPassword !== null && adminPassword.length < 8) throw new ConfigError('ADMIN_PASSWORD must have at least 8 characters');
+
+  const jwtSecret = text('JWT_SECRET');
+  if (jwtSecret !== null && jwtSecret.length < 32) throw new ConfigError('JWT_SECRET must have at least 32 characters');
+
+  const logLevel = (text('LOG_LEVEL') ?? 'info') as Config['logLevel'];
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+
+  return {
+    port: int('PORT', 3000, 0, 65535),
+    mqttPort: int('MQTT_PORT', 1883, 0, 65535),
+    databaseUrl: url('DATABASE_URL', ['postgres', 'postgresql']),
+    dataDir: text('DATA_DIR') ?? './data',
+    eventstoreUrl: url('EVENTSTORE_URL', ['esdb', 'esdb+discover']),
+    jwtSecret,
+    adminUsername,
+    adminPassword,
+    logLevel,
+    projectionWaitMs: int('PROJECTION_WAIT_MS', 5000, 1, 600000),
+    tokenTtlSeconds: int('TOKEN_TTL_SECONDS', 3600, 60, 30 * 24 * 3600),
+  };
+}

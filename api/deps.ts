@@ -1,0 +1,42 @@
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { Request } from 'express';
+import type { Config } from './config.js';
+import type { EventStore } from '../domain/eventstore/port.js';
+import type { ProjectionRunner } from '../projections/runner.js';
+import type { Database } from '../projections/database.js';
+import { handle, type CommandContext, type Decider, type Handled, type HandleOptions } from '../domain/shared/decider.js';
+import type { DomainEvent } from '../domain/shared/events.js';
+import { commandContext } from './http.js';
+
+/** What every capability's routes are built from; assembled once by the composition root. */
+export interface Deps {
+  config: Config;
+  db: Kysely<Database>;
+  store: EventStore;
+  projections: ProjectionRunner;
+  log: Logger;
+  clock: () => Date;
+  jwtSecret: string;
+}
+
+/**
+ * The REST write path: decide on the stream, append, then wait until the read
+ * models include the new events, so a GET right after sees the change
+ * (read-your-writes). Past `PROJECTION_WAIT_MS` the caller gets 503.
+ */
+export async function write<C, S, E extends DomainEvent>(
+  deps: Deps,
+  context: CommandContext,
+  streamId: string,
+  decider: Decider<C, S, E>,
+  command: C,
+  options?: HandleOptions,
+): Promise<Handled<S, E>> {
+  const handled = await handle(deps.store, streamId, decider, command, context, options);
+  if (handled.result) await deps.projections.waitFor(handled.result.position, deps.config.projectionWaitMs);
+  return handled;
+}
+
+/** The context of events written on behalf of an HTTP request, stamped with the platform clock. */
+export const requestContext = (deps: Deps, req: Request): CommandContext => commandContext(req, deps.clock());

@@ -1,0 +1,96 @@
+import { randomUUID } from 'node:crypto';
+import type { ErrorRequestHandler } from 'express';
+import {
+  ConcurrencyError,
+  ConflictError,
+  ForbiddenError,
+  NotFoundError,
+  PayloadTooLargeError,
+  PlatformError,
+  PreconditionFailedError,
+  UnauthorizedError,
+  UnavailableError,
+  UnprocessableError,
+  ValidationError,
+} from '../domain/shared/errors.js';
+
+/**
+ * The one place errors become HTTP. Error bodies are `text/plain`: the
+ * message itself, such as `Forbidden` or `ERR - name must NOT have more than
+ * 50 characters`, exactly as the contract shows them.
+ */
+export function statusOf(error: PlatformError): number {
+  if (error instanceof ValidationError || error instanceof UnprocessableError) return 422;
+  if (error instanceof NotFoundError) return 404;
+  if (error instanceof UnauthorizedError) return 401;
+  if (error instanceof ForbiddenError) return 403;
+  if (error instanceof PreconditionFailedError) return 412;
+  if (error instanceof ConcurrencyError || error instanceof ConflictError) return 409;
+  if (error instanceof PayloadTooLargeError) return 413;
+  if (error instanceof UnavailableError) return 503;
+  return 400;
+}
+
+interface ValidatorError {
+  status: number;
+  errors?: { path?: string; message?: string }[];
+  message?: string;
+}
+
+/** `/body/widgets/0/x` → `widgets.0.x`; `/query/limit` → `limit`. */
+const fieldOf = (path = ''): string =>
+  path
+    .replace(/^\/?(body|query|params|path|headers)(\/|$)/, '')
+    .split('/')
+    .filter(Boolean)
+    .join('.') || 'body';
+
+/** express-openapi-validator's errors (it has no request-side hook), mapped to the contract's `ERR - <field> <why>`. */
+function fromValidator(err: ValidatorError): { status: number; message: string } | null {
+  if (typeof err.status !== 'number' || !Array.isArray(err.errors)) return null;
+  const first = err.errors[0] ?? {};
+  switch (err.status) {
+    case 400:
+      return { status: 422, message: `ERR - ${fieldOf(first.path)} ${first.message ?? 'is invalid'}` };
+    case 404:
+      return { status: 404, message: 'Not Found' };
+    case 405:
+      return { status: 405, message: 'Method Not Allowed' };
+    case 413:
+      return { status: 413, message: 'ERR - body is too large' };
+    case 415:
+      return { status: 415, message: `ERR - ${first.message ?? 'unsupported media type'}` };
+    default:
+      return { status: err.status, message: first.message ?? err.message ?? 'Bad Request' };
+  }
+}
+
+export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
+  let status: number;
+  let message: string;
+  const body = err as { type?: string; status?: number; limit?: number };
+  if (err instanceof PlatformError) {
+    status = statusOf(err);
+    message = err.message;
+    if (err instanceof ConcurrencyError) message = 'The resource was changed by another request; read it again and retry';
+  } else if (body?.type === 'entity.parse.failed') {
+    status = 400;
+    message = 'ERR - body is not valid JSON';
+  } else if (body?.type === 'entity.too.large') {
+    status = 413;
+    message = `ERR - body is larger than ${body.limit} bytes`;
+  } else {
+    const mapped = fromValidator(err as ValidatorError);
+    if (mapped) {
+      ({ status, message } = mapped);
+    } else {
+      const errorId = randomUUID();
+      req.log?.error({ err, errorId }, 'unexpected error');
+      status = 500;
+      message = `Internal Server Error (error id ${errorId})`;
+      res.setHeader('X-Error-Id', errorId);
+    }
+  }
+  if (res.headersSent) return;
+  res.status(status).type('text/plain').send(message);
+};

@@ -1,0 +1,98 @@
+import { createServer, type Server } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import type { Deps } from './deps.js';
+import { createApp } from './app.js';
+import { loadOpenApi } from './openapi.js';
+import { authRoutes } from './auth/routes.js';
+import { bootstrapAdmin } from './users/create.js';
+import { startPrivateCluster, type PrivateCluster } from '../migrations/cluster.js';
+import { migrateToLatest } from '../migrations/index.js';
+import { createPostgresStore } from '../domain/eventstore/postgres.js';
+import { createEsdbStore } from '../domain/eventstore/esdb.js';
+import type { EventStore } from '../domain/eventstore/port.js';
+import { ProjectionRunner } from '../projections/runner.js';
+import { allProjections } from '../projections/index.js';
+import type { Database } from '../projections/database.js';
+
+export interface Platform {
+  deps: Deps;
+  /** The HTTP address actually bound (PORT=0 picks a free port). */
+  httpPort: number;
+  stop(): Promise<void>;
+}
+
+// The bigint read-model columns (revisions, counts) fit in a JS number.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+
+/** Opens the database: the one in DATABASE_URL, or the private cluster under DATA_DIR. */
+export function openDatabase(config: Config, log: Logger): { url: string; cluster: PrivateCluster | null } {
+  if (config.databaseUrl) return { url: config.databaseUrl, cluster: null };
+  const cluster = startPrivateCluster(join(config.dataDir, 'postgres'), 'platform', { log: (line) => log.info(line) });
+  return { url: cluster.url('platform'), cluster };
+}
+
+/** JWT_SECRET, or one generated on first start and kept in DATA_DIR. */
+function jwtSecret(config: Config): string {
+  if (config.jwtSecret) return config.jwtSecret;
+  const file = join(config.dataDir, 'jwt-secret');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  mkdirSync(config.dataDir, { recursive: true });
+  const secret = randomBytes(48).toString('base64url');
+  writeFileSync(file, secret + '\n', { mode: 0o600 });
+  return secret;
+}
+
+/** The composition root: every dependency is built and wired here, once. */
+export async function startPlatform(config: Config, log: Logger): Promise<Platform> {
+  const database = openDatabase(config, log);
+  const pool = new pg.Pool({ connectionString: database.url, max: 20 });
+  pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
+  await migrateToLatest(db);
+
+  const store: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+  const projections = new ProjectionRunner(store, db, allProjections(), log);
+  await projections.start();
+
+  const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config) };
+  await projections.catchUp().catch(() => {});
+  await bootstrapAdmin(deps);
+
+  const app = createApp(deps, loadOpenApi(), {
+    routers: [authRoutes(deps)],
+    health: async () => {
+      const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);
+      const ready = dbUp && projections.healthy;
+      return { ready, detail: { database: dbUp, eventStore: store.kind, projections: projections.healthy } };
+    },
+  });
+
+  const server: Server = createServer(app);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, () => resolve());
+  });
+  const httpPort = (server.address() as AddressInfo).port;
+  log.info({ port: httpPort }, 'HTTP listening');
+
+  return {
+    deps,
+    httpPort,
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await projections.stop();
+      await store.close();
+      await db.destroy();
+      database.cluster?.stop();
+    },
+  };
+}

@@ -1,0 +1,35 @@
+import type { Deps } from '../deps.js';
+import { write } from '../deps.js';
+import type { CommandContext } from '../../domain/shared/decider.js';
+import { newUserId } from '../../domain/shared/ids.js';
+import { hashPassword } from '../../domain/users/password.js';
+import { userDecider, userStream, type Profile } from '../../domain/users/user.js';
+import { usernameDecider, usernameStream } from '../../domain/users/username.js';
+
+/**
+ * Creates a user: claims the username on its own stream first (so concurrent
+ * creations of one name cannot both succeed), then writes the user.
+ */
+export async function createUser(deps: Deps, context: CommandContext, profile: Profile, password: string): Promise<string> {
+  const id = newUserId();
+  await write(deps, context, usernameStream(profile.username), usernameDecider, { type: 'Claim', username: profile.username, userId: id });
+  const passwordHash = await hashPassword(password);
+  await write(deps, context, userStream(id), userDecider, { type: 'CreateUser', id, profile, passwordHash, at: context.now });
+  return id;
+}
+
+/** Creates the first admin from ADMIN_USERNAME and ADMIN_PASSWORD when no user exists yet. */
+export async function bootstrapAdmin(deps: Deps): Promise<void> {
+  const { adminUsername, adminPassword } = deps.config;
+  if (!adminUsername || !adminPassword) return;
+  const any = await deps.db.selectFrom('users').select('id').limit(1).executeTakeFirst();
+  if (any) return;
+  const now = deps.clock().toISOString();
+  await createUser(
+    deps,
+    { actor: 'system:bootstrap', correlationId: `bootstrap-${now}`, now },
+    { username: adminUsername, enabled: true, requiredActions: [], attributes: { roles: ['admin'] } },
+    adminPassword,
+  );
+  deps.log.info({ username: adminUsername }, 'created the first admin');
+}

@@ -1,0 +1,50 @@
+import type { NewEvent, Position, RecordedEvent } from '../shared/events.js';
+
+/** `no_stream`: the stream must not exist; `exists`: it must; a number: its last event's revision. */
+export type ExpectedRevision = 'any' | 'no_stream' | 'exists' | number;
+
+export interface AppendResult {
+  /** The revision of the stream's last event after the append. */
+  nextRevision: number;
+  /** The global position of the last appended event. */
+  position: Position;
+}
+
+export interface ReadAllOptions {
+  /** Read events strictly after this position; from the beginning when absent. */
+  after?: Position | null;
+  limit: number;
+}
+
+export interface Subscription {
+  /** Stops reading; resolves once the handler in progress, if any, has returned. */
+  stop(): Promise<void>;
+}
+
+export interface SubscribeOptions {
+  after?: Position | null;
+  batchSize?: number;
+  /** Called when reading or the handler fails; the subscription retries the same batch after a pause. */
+  onError?: (error: unknown) => void;
+}
+
+/**
+ * The event store port. Two adapters implement it: PostgreSQL (the default,
+ * `postgres.ts`) and EventStoreDB (`esdb.ts`). Both pass `test/eventstore/contract.ts`.
+ */
+export interface EventStore {
+  readonly kind: 'postgres' | 'eventstoredb';
+  /**
+   * Appends atomically. Throws `ConcurrencyError` when the stream is not at
+   * `expected`. Appending events whose ids are all already stored is a no-op
+   * that answers with the stream's current state.
+   */
+  append(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult>;
+  /** The stream's events in revision order; empty when the stream does not exist. */
+  readStream(streamId: string, options?: { fromRevision?: number; limit?: number }): Promise<RecordedEvent[]>;
+  /** Events in global order. Never returns an event that could be followed by one committed later at a lower position. */
+  readAll(options: ReadAllOptions): Promise<RecordedEvent[]>;
+  /** Catches up from `after`, then follows live. The handler gets batches in global order and is awaited. */
+  subscribe(options: SubscribeOptions, handler: (batch: RecordedEvent[]) => Promise<void>): Subscription;
+  close(): Promise<void>;
+}

@@ -1,0 +1,189 @@
+import { EventEmitter } from 'node:events';
+import type pg from 'pg';
+import { ConcurrencyError } from '../shared/errors.js';
+import type { NewEvent, Position, RecordedEvent } from '../shared/events.js';
+import type { AppendResult, EventStore, ExpectedRevision, ReadAllOptions, SubscribeOptions, Subscription } from './port.js';
+
+/**
+ * The PostgreSQL event store, in schema `es` of the platform's database
+ * (migration `0001_eventstore`).
+ *
+ * Global order is (transaction id, sequence). A reader never reads past
+ * `pg_snapshot_xmin(pg_current_snapshot())`, the oldest transaction still in
+ * flight, so an event whose transaction commits late can never land behind a
+ * subscriber's checkpoint. An append is one statement, so one round trip and
+ * one commit.
+ */
+export function createPostgresStore(pool: pg.Pool, options: { pollMs?: number } = {}): EventStore {
+  const pollMs = options.pollMs ?? 100;
+  // Wakes local subscribers as soon as an append commits; polling covers other processes.
+  const appended = new EventEmitter();
+  appended.setMaxListeners(0);
+
+  async function append(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult> {
+    if (events.length === 0) throw new Error('append needs at least one event');
+    const n = events.length;
+    const params: unknown[] = [
+      streamId,
+      n,
+      events.map((e) => e.id),
+      events.map((e) => e.type),
+      events.map((e) => JSON.stringify(e.data)),
+      events.map((e) => JSON.stringify(e.metadata)),
+    ];
+    let claim: string;
+    if (expected === 'any') {
+      claim = `INSERT INTO es.streams AS s (stream_id, revision) VALUES ($1, $2 - 1)
+               ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision + $2
+               RETURNING s.revision - $2 AS base`;
+    } else if (expected === 'no_stream') {
+      claim = `INSERT INTO es.streams (stream_id, revision) VALUES ($1, $2 - 1)
+               ON CONFLICT (stream_id) DO NOTHING
+               RETURNING -1::bigint AS base`;
+    } else if (expected === 'exists') {
+      claim = `UPDATE es.streams SET revision = revision + $2 WHERE stream_id = $1
+               RETURNING revision - $2 AS base`;
+    } else {
+      params.push(expected);
+      claim = `UPDATE es.streams SET revision = revision + $2 WHERE stream_id = $1 AND revision = $7
+               RETURNING revision - $2 AS base`;
+    }
+    const text = `WITH claim AS (${claim})
+      INSERT INTO es.events (stream_id, revision, event_id, type, data, metadata)
+      SELECT $1, claim.base + e.ord, e.id, e.type, e.data::jsonb, e.meta::jsonb
+      FROM claim, unnest($3::uuid[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS e(id, type, data, meta, ord)
+      RETURNING revision, transaction_id::text AS tx, global_position`;
+    let rows: { revision: string; tx: string; global_position: string }[];
+    try {
+      rows = (await pool.query(text, params)).rows;
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        const replay = await alreadyStored(streamId, events);
+        if (replay) return replay;
+        // A concurrent writer took the same revision between our claim and insert.
+        throw await conflict(streamId, expected);
+      }
+      throw error;
+    }
+    if (rows.length === 0) {
+      const replay = await alreadyStored(streamId, events);
+      if (replay) return replay;
+      throw await conflict(streamId, expected);
+    }
+    const last = rows[rows.length - 1]!;
+    appended.emit('append');
+    return { nextRevision: Number(last.revision), position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) } };
+  }
+
+  /** The append is a retry of one already stored when every event id is present. */
+  async function alreadyStored(streamId: string, events: NewEvent[]): Promise<AppendResult | null> {
+    const { rows } = await pool.query<{ revision: string; tx: string; global_position: string }>(
+      `SELECT revision, transaction_id::text AS tx, global_position FROM es.events
+       WHERE event_id = ANY($1::uuid[]) ORDER BY transaction_id, global_position`,
+      [events.map((e) => e.id)],
+    );
+    if (rows.length !== events.length) return null;
+    const stream = await pool.query<{ revision: string }>('SELECT revision FROM es.streams WHERE stream_id = $1', [streamId]);
+    const last = rows[rows.length - 1]!;
+    return {
+      nextRevision: Number(stream.rows[0]?.revision ?? last.revision),
+      position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) },
+    };
+  }
+
+  async function conflict(streamId: string, expected: ExpectedRevision): Promise<ConcurrencyError> {
+    const { rows } = await pool.query<{ revision: string }>('SELECT revision FROM es.streams WHERE stream_id = $1', [streamId]);
+    return new ConcurrencyError(streamId, String(expected), rows[0] ? rows[0].revision : 'no_stream');
+  }
+
+  async function readStream(streamId: string, opts: { fromRevision?: number; limit?: number } = {}): Promise<RecordedEvent[]> {
+    const { rows } = await pool.query<EventRow>(
+      `SELECT ${COLUMNS} FROM es.events WHERE stream_id = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
+      [streamId, opts.fromRevision ?? 0, opts.limit ?? null],
+    );
+    return rows.map(toRecorded);
+  }
+
+  async function readAll({ after, limit }: ReadAllOptions): Promise<RecordedEvent[]> {
+    const { rows } = await pool.query<EventRow>(
+      `SELECT ${COLUMNS} FROM es.events
+       WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
+         AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY transaction_id, global_position
+       LIMIT $3`,
+      [String(after?.commit ?? 0n), String(after?.prepare ?? 0n), limit],
+    );
+    return rows.map(toRecorded);
+  }
+
+  function subscribe(options: SubscribeOptions, handler: (batch: RecordedEvent[]) => Promise<void>): Subscription {
+    let position = options.after ?? null;
+    let stopped = false;
+    let wake: (() => void) | null = null;
+    const onAppend = () => wake?.();
+    appended.on('append', onAppend);
+    const sleep = (ms: number) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(done, ms);
+        function done() {
+          clearTimeout(timer);
+          wake = null;
+          resolve();
+        }
+        wake = done;
+      });
+
+    const loop = (async () => {
+      while (!stopped) {
+        try {
+          const batch = await readAll({ after: position, limit: options.batchSize ?? 500 });
+          if (batch.length === 0) {
+            await sleep(pollMs);
+            continue;
+          }
+          await handler(batch);
+          position = batch[batch.length - 1]!.position;
+        } catch (error) {
+          options.onError?.(error);
+          if (!stopped) await sleep(1000);
+        }
+      }
+    })();
+
+    return {
+      async stop() {
+        stopped = true;
+        appended.off('append', onAppend);
+        wake?.();
+        await loop;
+      },
+    };
+  }
+
+  return { kind: 'postgres', append, readStream, readAll, subscribe, close: async () => {} };
+}
+
+const COLUMNS = `event_id, type, data, metadata, stream_id, revision, transaction_id::text AS tx, global_position`;
+
+interface EventRow {
+  event_id: string;
+  type: string;
+  data: unknown;
+  metadata: RecordedEvent['metadata'];
+  stream_id: string;
+  revision: string;
+  tx: string;
+  global_position: string;
+}
+
+const toRecorded = (r: EventRow): RecordedEvent => ({
+  id: r.event_id,
+  type: r.type,
+  data: r.data,
+  metadata: r.metadata,
+  streamId: r.stream_id,
+  revision: Number(r.revision),
+  position: { commit: BigInt(r.tx), prepare: BigInt(r.global_position) } satisfies Position,
+});
+
+const isUniqueViolation = (e: unknown): boolean => (e as { code?: string })?.code === '23505';

@@ -1,0 +1,64 @@
+/**
+ * The platform's one error hierarchy. Domain code throws these; `api/errors.ts`
+ * maps them to HTTP in one place, and ingest maps them to device log entries.
+ * The message is what a client sees, so it is written for the client.
+ */
+export abstract class PlatformError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** A request or command that breaks a rule of the contract. Message: `ERR - <field> <why>`. */
+export class ValidationError extends PlatformError {
+  constructor(message: string) {
+    super(message.startsWith('ERR - ') ? message : `ERR - ${message}`);
+  }
+  static field(field: string, why: string): ValidationError {
+    return new ValidationError(`ERR - ${field} ${why}`);
+  }
+}
+
+/** A rule of the contract that is refused with a fixed text, such as `All existing widgets must be provided`. */
+export class UnprocessableError extends PlatformError {}
+
+export class NotFoundError extends PlatformError {
+  constructor(message = 'Not Found') {
+    super(message);
+  }
+}
+
+export class UnauthorizedError extends PlatformError {
+  constructor(message = 'Unauthorized') {
+    super(message);
+  }
+}
+
+export class ForbiddenError extends PlatformError {
+  constructor(message = 'Forbidden') {
+    super(message);
+  }
+}
+
+/** The state changed under the caller in a way that does not commute with its change. */
+export class ConflictError extends PlatformError {}
+
+/** The event store refused an append because the stream moved past the expected revision. */
+export class ConcurrencyError extends ConflictError {
+  constructor(
+    readonly streamId: string,
+    readonly expected: string,
+    readonly actual: string,
+  ) {
+    super(`Stream ${streamId} is at revision ${actual}, expected ${expected}`);
+  }
+}
+
+/** `If-Match` named a revision that is no longer current. */
+export class PreconditionFailedError extends PlatformError {}
+
+export class PayloadTooLargeError extends PlatformError {}
+
+/** The write is stored, but its read models did not follow within the wait bound. */
+export class UnavailableError extends PlatformError {}

@@ -1,0 +1,108 @@
+import type { Decider } from '../shared/decider.js';
+import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
+
+/** The user record, in the identity provider's field style. */
+export interface Profile {
+  username: string;
+  email?: string;
+  firstName?: string;
+  lastName?: string;
+  phoneNumber?: string;
+  enabled: boolean;
+  requiredActions: string[];
+  attributes: {
+    globalVisibility?: 'true' | 'false';
+    language?: string;
+    organization?: string[];
+    roles?: string[];
+    [name: string]: unknown;
+  };
+}
+
+export const UPDATE_PASSWORD = 'UPDATE_PASSWORD';
+
+export type UserEvent =
+  | { type: 'UserCreated'; data: { id: string; profile: Profile; passwordHash: string; at: string } }
+  | { type: 'UserUpdated'; data: { id: string; changes: Partial<Omit<Profile, 'username'>>; at: string } }
+  | { type: 'PasswordChanged'; data: { id: string; passwordHash: string; at: string } }
+  | { type: 'PasswordReset'; data: { id: string; passwordHash: string; at: string } }
+  | { type: 'UserDeleted'; data: { id: string; at: string } };
+
+export type UserCommand =
+  | { type: 'CreateUser'; id: string; profile: Profile; passwordHash: string; at: string }
+  | { type: 'UpdateUser'; id: string; changes: Partial<Omit<Profile, 'username'>>; at: string }
+  | { type: 'ChangePassword'; id: string; passwordHash: string; at: string }
+  | { type: 'ResetPassword'; id: string; passwordHash: string; at: string }
+  | { type: 'DeleteUser'; id: string; at: string };
+
+export type UserState =
+  | { status: 'none' }
+  | { status: 'active'; id: string; profile: Profile; passwordHash: string }
+  | { status: 'deleted' };
+
+export const userStream = (id: string) => `user-${id}`;
+
+export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
+  initialState: () => ({ status: 'none' }),
+
+  decide(command, state) {
+    if (command.type === 'CreateUser') {
+      if (state.status !== 'none') throw new ConflictError(`User ${command.id} already exists`);
+      return [{ type: 'UserCreated', data: { id: command.id, profile: command.profile, passwordHash: command.passwordHash, at: command.at } }];
+    }
+    if (state.status !== 'active') throw new NotFoundError('User not found');
+    switch (command.type) {
+      case 'UpdateUser':
+        if ('username' in command.changes) throw ValidationError.field('username', 'cannot be changed');
+        return [{ type: 'UserUpdated', data: { id: command.id, changes: command.changes, at: command.at } }];
+      case 'ChangePassword':
+        return [{ type: 'PasswordChanged', data: { id: command.id, passwordHash: command.passwordHash, at: command.at } }];
+      case 'ResetPassword':
+        return [{ type: 'PasswordReset', data: { id: command.id, passwordHash: command.passwordHash, at: command.at } }];
+      case 'DeleteUser':
+        return [{ type: 'UserDeleted', data: { id: command.id, at: command.at } }];
+      default: {
+        const _: never = command;
+        return _;
+      }
+    }
+  },
+
+  evolve(state, event) {
+    switch (event.type) {
+      case 'UserCreated':
+        return { status: 'active', id: event.data.id, profile: event.data.profile, passwordHash: event.data.passwordHash };
+      case 'UserUpdated':
+        return state.status === 'active' ? { ...state, profile: applyChanges(state.profile, event.data.changes) } : state;
+      case 'PasswordChanged':
+        return state.status === 'active'
+          ? {
+              ...state,
+              passwordHash: event.data.passwordHash,
+              profile: { ...state.profile, requiredActions: state.profile.requiredActions.filter((a) => a !== UPDATE_PASSWORD) },
+            }
+          : state;
+      case 'PasswordReset':
+        return state.status === 'active'
+          ? {
+              ...state,
+              passwordHash: event.data.passwordHash,
+              profile: { ...state.profile, requiredActions: [...new Set([...state.profile.requiredActions, UPDATE_PASSWORD])] },
+            }
+          : state;
+      case 'UserDeleted':
+        return { status: 'deleted' };
+      default: {
+        const _: never = event;
+        return _;
+      }
+    }
+  },
+};
+
+/** A shallow merge, except `attributes`, which merges one level deeper so one attribute can change alone. */
+export function applyChanges(profile: Profile, changes: Partial<Omit<Profile, 'username'>>): Profile {
+  const next = { ...profile, ...changes };
+  if (changes.attributes) next.attributes = { ...profile.attributes, ...changes.attributes };
+  return next;
+}

@@ -1,0 +1,129 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, chownSync, chmodSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { userInfo } from 'node:os';
+
+/**
+ * The private PostgreSQL cluster used when `DATABASE_URL` is unset: created
+ * under a folder on first start, reached only through a Unix socket inside that
+ * folder, and run as the `postgres` user when the platform runs as root, since
+ * PostgreSQL refuses to run as root.
+ */
+export interface PrivateCluster {
+  /** A connection string for database `name` in this cluster. */
+  url(name: string): string;
+  stop(): void;
+}
+
+export const REQUIRED_PACKAGES = 'postgresql-15 postgresql-15-postgis-3';
+
+export class MissingBinariesError extends Error {}
+
+export interface ClusterOptions {
+  /** Durability off, for throw-away test clusters only. */
+  fast?: boolean;
+  /** Install missing packages with apt-get when running as root. */
+  install?: boolean;
+  log?: (line: string) => void;
+}
+
+export function postgresBinDir(): string | null {
+  for (const dir of ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin']) {
+    if (existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl'))) return dir;
+  }
+  const fromPath = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' });
+  const dir = fromPath.status === 0 ? fromPath.stdout.trim() : '';
+  return dir && existsSync(join(dir, 'initdb')) ? dir : null;
+}
+
+function postgisInstalled(bin: string): boolean {
+  const share = spawnSync(join(bin, 'pg_config'), ['--sharedir'], { encoding: 'utf8' });
+  const dir = share.status === 0 ? share.stdout.trim() : '/usr/share/postgresql/15';
+  return existsSync(join(dir, 'extension', 'postgis.control'));
+}
+
+/** Finds the binaries, installing them from Debian's packages when allowed and possible. */
+export function ensureBinaries(options: ClusterOptions = {}): string {
+  let bin = postgresBinDir();
+  if (bin && postgisInstalled(bin)) return bin;
+  const root = process.getuid?.() === 0;
+  const apt = spawnSync('which', ['apt-get']).status === 0;
+  if (options.install !== false && root && apt) {
+    options.log?.(`installing ${REQUIRED_PACKAGES} with apt-get`);
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    execFileSync('apt-get', ['update', '-qq'], { stdio: 'ignore', env });
+    execFileSync('apt-get', ['install', '-y', '-qq', ...REQUIRED_PACKAGES.split(' ')], { stdio: 'ignore', env });
+    bin = postgresBinDir();
+    if (bin && postgisInstalled(bin)) return bin;
+  }
+  throw new MissingBinariesError(
+    `PostgreSQL 15 with PostGIS 3 is not installed: install the Debian packages ${REQUIRED_PACKAGES}, or set DATABASE_URL to an existing PostgreSQL with PostGIS`,
+  );
+}
+
+/** Creates the cluster on first use, starts it unless it already runs, and creates database `name` with PostGIS. */
+export function startPrivateCluster(dataDir: string, name: string, options: ClusterOptions = {}): PrivateCluster {
+  const bin = ensureBinaries(options);
+  const root = resolve(dataDir);
+  const pgdata = join(root, 'pg');
+  const sockets = join(root, 'run');
+  const asRoot = userInfo().uid === 0;
+  // As root, run the server's commands as `postgres`; otherwise as ourselves.
+  const run = (cmd: string, args: string[]) => {
+    const file = join(bin, cmd);
+    const result = asRoot
+      ? spawnSync('runuser', ['-u', 'postgres', '--', file, ...args], { encoding: 'utf8' })
+      : spawnSync(file, args, { encoding: 'utf8' });
+    return result;
+  };
+  const must = (cmd: string, args: string[]) => {
+    const r = run(cmd, args);
+    if (r.status !== 0) throw new Error(`${cmd} failed: ${(r.stderr || r.stdout || '').trim()}`);
+    return r.stdout;
+  };
+
+  mkdirSync(root, { recursive: true });
+  for (const dir of [pgdata, sockets]) mkdirSync(dir, { recursive: true });
+  if (asRoot) {
+    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+    for (const dir of [root, pgdata, sockets]) chownSync(dir, uid, gid);
+  }
+  chmodSync(pgdata, 0o700);
+  chmodSync(sockets, 0o700);
+
+  if (!existsSync(join(pgdata, 'PG_VERSION'))) {
+    options.log?.(`creating a private PostgreSQL cluster in ${pgdata}`);
+    must('initdb', ['-D', pgdata, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8']);
+    const settings = [
+      "listen_addresses = ''",
+      `unix_socket_directories = '${sockets}'`,
+      'max_connections = 200',
+      'shared_buffers = 256MB',
+      ...(options.fast ? ['fsync = off', 'synchronous_commit = off', 'full_page_writes = off'] : []),
+    ];
+    writeFileSync(join(pgdata, 'postgresql.auto.conf'), settings.join('\n') + '\n');
+  }
+
+  if (run('pg_ctl', ['-D', pgdata, 'status']).status !== 0) {
+    must('pg_ctl', ['-D', pgdata, '-l', join(pgdata, 'server.log'), '-w', '-t', '60', 'start']);
+  }
+
+  const port = readFileSync(join(pgdata, 'postmaster.pid'), 'utf8').split('\n')[3]?.trim() || '5432';
+  const url = (db: string) => `postgresql://postgres@localhost/${db}?host=${encodeURIComponent(sockets)}&port=${port}`;
+  const psql = (sql: string, db = 'postgres') =>
+    execFileSync(join(bin, 'psql'), ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-h', sockets, '-p', port, '-U', 'postgres', '-d', db, '-c', sql], {
+      encoding: 'utf8',
+    });
+  if (psql(`SELECT 1 FROM pg_database WHERE datname = '${name}'`).trim() !== '1') {
+    psql(`CREATE DATABASE "${name}"`);
+  }
+  psql('CREATE EXTENSION IF NOT EXISTS postgis', name);
+
+  return {
+    url,
+    stop() {
+      run('pg_ctl', ['-D', pgdata, '-m', 'fast', '-w', 'stop']);
+    },
+  };
+}

@@ -1,0 +1,26 @@
+import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+import * as eventstore from './0001_eventstore.js';
+import * as users from './0002_users.js';
+
+/**
+ * Every migration, in order. Names sort by their number; add a new one at the
+ * end with the next number and both `up` and `down`.
+ */
+export const migrations: Record<string, Migration> = {
+  '0001_eventstore': eventstore,
+  '0002_users': users,
+};
+
+const provider: MigrationProvider = { getMigrations: async () => migrations };
+
+export function migrator(db: Kysely<any>): Migrator {
+  return new Migrator({ db, provider });
+}
+
+export async function migrateToLatest(db: Kysely<any>): Promise<void> {
+  const { error, results } = await migrator(db).migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error');
+    throw new Error(`migration ${failed?.migrationName ?? '?'} failed: ${(error as Error).message ?? error}`);
+  }
+}

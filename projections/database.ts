@@ -1,0 +1,7 @@
+import type { UsersTables } from './users.js';
+
+/**
+ * Every read-model table, one interface per capability. A capability adds its
+ * tables here by extending this interface.
+ */
+export interface Database extends UsersTables {}

@@ -1,0 +1,55 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform.js';
+
+const api = suite<{ t: TestPlatform }>('REST skeleton');
+
+api.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+});
+api.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+api('when the platform is up, then GET /api/health answers 200', async ({ t }) => {
+  const res = await t.call('GET', '/api/health', { token: null });
+  assert.is(res.status, 200);
+  assert.is(res.body.status, 'ok');
+});
+
+api('when a path is not declared, then 404', async ({ t }) => {
+  const res = await t.call('GET', '/api/no-such-thing');
+  assert.is(res.status, 404);
+});
+
+api('when logging in with the right password, then a token comes back', async ({ t }) => {
+  const res = await t.call('POST', '/api/auth/local', { token: null, body: ADMIN });
+  assert.is(res.status, 200);
+  assert.type(res.body.token, 'string');
+});
+
+api('when logging in with a wrong password, then 401', async ({ t }) => {
+  const res = await t.call('POST', '/api/auth/local', { token: null, body: { ...ADMIN, password: 'wrong' } });
+  assert.is(res.status, 401);
+});
+
+api('when the login body misses a field, then 422 names it', async ({ t }) => {
+  const res = await t.call('POST', '/api/auth/local', { token: null, body: { username: 'x' } });
+  assert.is(res.status, 422);
+  assert.ok(res.text.startsWith('ERR - '), res.text);
+  assert.match(res.text, /password/);
+});
+
+api('when the body is malformed JSON, then 400 and no 500', async ({ t }) => {
+  const res = await t.call('POST', '/api/auth/local', { token: null, raw: '{"username": ' });
+  assert.is(res.status, 400);
+  assert.match(res.text, /^ERR - /);
+});
+
+api('when the OpenAPI document is asked for, then it is served as JSON', async ({ t }) => {
+  const res = await t.call('GET', '/api/openapi.json', { token: null });
+  assert.is(res.status, 200);
+  assert.ok(res.body.paths['/api/auth/local']);
+});
+
+api.run();
