@@ -1,6 +1,7 @@
 import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'kysely';
 import * as eventstore from './0001_eventstore.js';
 import * as users from './0002_users.js';
+import * as access from './0003_access.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -9,6 +10,7 @@ import * as users from './0002_users.js';
 export const migrations: Record<string, Migration> = {
   '0001_eventstore': eventstore,
   '0002_users': users,
+  '0003_access': access,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -1,0 +1,13 @@
+/**
+ * Resources whose creator gets full access and whose deletion removes every
+ * access right on them. The access projection reads this list: a creation
+ * event must carry `data.id` and `data.createdBy` (a user id), a deletion
+ * event `data.id`. A capability adds its own line here.
+ */
+export interface OwnedResource {
+  resourceType: string;
+  created: string;
+  deleted: string;
+}
+
+export const OWNED_RESOURCES: OwnedResource[] = [];

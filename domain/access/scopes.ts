@@ -1,0 +1,25 @@
+/**
+ * Access-right scopes. `admin` holds every power on the resource, including
+ * granting and revoking rights on it; `write` changes it; `read` sees it;
+ * `peek` sees that it exists (it appears in lists with its id and name) but
+ * not its content.
+ */
+export const SCOPES = ['admin', 'write', 'read', 'peek'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** What a caller needs for an operation. */
+export type Need = 'read' | 'write' | 'admin';
+
+const GRANTS: Record<Need, Scope[]> = {
+  read: ['admin', 'write', 'read'],
+  write: ['admin', 'write'],
+  admin: ['admin'],
+};
+
+export const satisfies = (held: Iterable<string>, need: Need): boolean => {
+  const set = new Set(held);
+  return GRANTS[need].some((s) => set.has(s));
+};
+
+/** The rights a resource's creator receives. */
+export const CREATOR_SCOPE: Scope[] = ['admin', 'write', 'read', 'peek'];
