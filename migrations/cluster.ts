@@ -12,6 +12,8 @@ import { userInfo } from 'node:os';
 export interface PrivateCluster {
   /** A connection string for database `name` in this cluster. */
   url(name: string): string;
+  /** True when the server was already running before this process started it (a crash left it up, or another process uses it). */
+  wasRunning: boolean;
   stop(): void;
 }
 
@@ -25,12 +27,17 @@ export interface ClusterOptions {
   /** Install missing packages with apt-get when running as root. */
   install?: boolean;
   log?: (line: string) => void;
+  /** Where to look for the server binaries; the Debian locations when absent. */
+  binDirs?: string[];
 }
 
-export function postgresBinDir(): string | null {
-  for (const dir of ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin']) {
+const BIN_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
+
+export function postgresBinDir(candidates: string[] = BIN_DIRS): string | null {
+  for (const dir of candidates) {
     if (existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl'))) return dir;
   }
+  if (candidates !== BIN_DIRS) return null;
   const fromPath = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' });
   const dir = fromPath.status === 0 ? fromPath.stdout.trim() : '';
   return dir && existsSync(join(dir, 'initdb')) ? dir : null;
@@ -44,7 +51,7 @@ function postgisInstalled(bin: string): boolean {
 
 /** Finds the binaries, installing them from Debian's packages when allowed and possible. */
 export function ensureBinaries(options: ClusterOptions = {}): string {
-  let bin = postgresBinDir();
+  let bin = postgresBinDir(options.binDirs);
   if (bin && postgisInstalled(bin)) return bin;
   const root = process.getuid?.() === 0;
   const apt = spawnSync('which', ['apt-get']).status === 0;
@@ -53,7 +60,7 @@ export function ensureBinaries(options: ClusterOptions = {}): string {
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
     execFileSync('apt-get', ['update', '-qq'], { stdio: 'ignore', env });
     execFileSync('apt-get', ['install', '-y', '-qq', ...REQUIRED_PACKAGES.split(' ')], { stdio: 'ignore', env });
-    bin = postgresBinDir();
+    bin = postgresBinDir(options.binDirs);
     if (bin && postgisInstalled(bin)) return bin;
   }
   throw new MissingBinariesError(
@@ -105,7 +112,8 @@ export function startPrivateCluster(dataDir: string, name: string, options: Clus
     writeFileSync(join(pgdata, 'postgresql.auto.conf'), settings.join('\n') + '\n');
   }
 
-  if (run('pg_ctl', ['-D', pgdata, 'status']).status !== 0) {
+  const wasRunning = run('pg_ctl', ['-D', pgdata, 'status']).status === 0;
+  if (!wasRunning) {
     must('pg_ctl', ['-D', pgdata, '-l', join(pgdata, 'server.log'), '-w', '-t', '60', 'start']);
   }
 
@@ -122,6 +130,7 @@ export function startPrivateCluster(dataDir: string, name: string, options: Clus
 
   return {
     url,
+    wasRunning,
     stop() {
       run('pg_ctl', ['-D', pgdata, '-m', 'fast', '-w', 'stop']);
     },
