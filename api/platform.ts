@@ -63,7 +63,6 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
   await projections.start();
 
   const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config) };
-  await projections.catchUp().catch(() => {});
   await bootstrapAdmin(deps);
 
   const app = createApp(deps, loadOpenApi(), {

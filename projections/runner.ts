@@ -42,8 +42,10 @@ export class ProjectionRunner {
     readonly name = 'read-models',
   ) {}
 
+  /** Applies everything stored so far, then follows live; resolves once caught up. */
   async start(): Promise<void> {
     this.position = await this.loadCheckpoint();
+    await this.catchUp();
     this.subscription = this.store.subscribe(
       {
         after: this.position,
