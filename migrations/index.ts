@@ -2,6 +2,7 @@ import { Migrator, type Kysely, type Migration, type MigrationProvider } from 'k
 import * as eventstore from './0001_eventstore.js';
 import * as users from './0002_users.js';
 import * as access from './0003_access.js';
+import * as dashboards from './0004_dashboards.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -11,6 +12,7 @@ export const migrations: Record<string, Migration> = {
   '0001_eventstore': eventstore,
   '0002_users': users,
   '0003_access': access,
+  '0004_dashboards': dashboards,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
