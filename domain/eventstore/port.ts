@@ -36,8 +36,9 @@ export interface EventStore {
   readonly kind: 'postgres' | 'eventstoredb';
   /**
    * Appends atomically. Throws `ConcurrencyError` when the stream is not at
-   * `expected`. Appending events whose ids are all already stored is a no-op
-   * that answers with the stream's current state.
+   * `expected`. Appending events whose ids are all already stored in the
+   * stream is a no-op that answers as the original append did, even after the
+   * stream moved on.
    */
   append(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult>;
   /** The stream's events in revision order; empty when the stream does not exist. */

@@ -14,7 +14,7 @@ import type { AppendResult, EventStore, ExpectedRevision, ReadAllOptions, Subscr
  * subscriber's checkpoint. An append is one statement, so one round trip and
  * one commit.
  */
-export function createPostgresStore(pool: pg.Pool, options: { pollMs?: number } = {}): EventStore {
+export function createPostgresStore(pool: Queryable, options: { pollMs?: number } = {}): EventStore {
   const pollMs = options.pollMs ?? 100;
   // Wakes local subscribers as soon as an append commits; polling covers other processes.
   const appended = new EventEmitter();
@@ -75,20 +75,19 @@ export function createPostgresStore(pool: pg.Pool, options: { pollMs?: number } 
     return { nextRevision: Number(last.revision), position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) } };
   }
 
-  /** The append is a retry of one already stored when every event id is present. */
+  /**
+   * The append is a retry of one already stored when every event id is present
+   * in the stream; it then gets the answer the original append got.
+   */
   async function alreadyStored(streamId: string, events: NewEvent[]): Promise<AppendResult | null> {
     const { rows } = await pool.query<{ revision: string; tx: string; global_position: string }>(
       `SELECT revision, transaction_id::text AS tx, global_position FROM es.events
-       WHERE event_id = ANY($1::uuid[]) ORDER BY transaction_id, global_position`,
-      [events.map((e) => e.id)],
+       WHERE event_id = ANY($1::uuid[]) AND stream_id = $2 ORDER BY revision`,
+      [events.map((e) => e.id), streamId],
     );
-    if (rows.length !== events.length) return null;
-    const stream = await pool.query<{ revision: string }>('SELECT revision FROM es.streams WHERE stream_id = $1', [streamId]);
+    if (rows.length !== new Set(events.map((e) => e.id)).size) return null;
     const last = rows[rows.length - 1]!;
-    return {
-      nextRevision: Number(stream.rows[0]?.revision ?? last.revision),
-      position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) },
-    };
+    return { nextRevision: Number(last.revision), position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) } };
   }
 
   async function conflict(streamId: string, expected: ExpectedRevision): Promise<ConcurrencyError> {
@@ -120,10 +119,18 @@ export function createPostgresStore(pool: pg.Pool, options: { pollMs?: number } 
     let position = options.after ?? null;
     let stopped = false;
     let wake: (() => void) | null = null;
-    const onAppend = () => wake?.();
+    let wakeOnAppend = false;
+    // An append that lands while a read is in flight must not wait out a whole poll.
+    let dirty = false;
+    const onAppend = () => {
+      dirty = true;
+      if (wakeOnAppend) wake?.();
+    };
     appended.on('append', onAppend);
-    const sleep = (ms: number) =>
+    /** Waits `ms`, or less when stopped or, while polling, when a local append commits. */
+    const sleep = (ms: number, polling: boolean) =>
       new Promise<void>((resolve) => {
+        if (polling && dirty) return resolve();
         const timer = setTimeout(done, ms);
         function done() {
           clearTimeout(timer);
@@ -131,21 +138,23 @@ export function createPostgresStore(pool: pg.Pool, options: { pollMs?: number } 
           resolve();
         }
         wake = done;
+        wakeOnAppend = polling;
       });
 
     const loop = (async () => {
       while (!stopped) {
         try {
+          dirty = false;
           const batch = await readAll({ after: position, limit: options.batchSize ?? 500 });
           if (batch.length === 0) {
-            await sleep(pollMs);
+            await sleep(pollMs, true);
             continue;
           }
           await handler(batch);
           position = batch[batch.length - 1]!.position;
         } catch (error) {
           options.onError?.(error);
-          if (!stopped) await sleep(1000);
+          if (!stopped) await sleep(1000, false);
         }
       }
     })();
@@ -162,6 +171,9 @@ export function createPostgresStore(pool: pg.Pool, options: { pollMs?: number } 
 
   return { kind: 'postgres', append, readStream, readAll, subscribe, close: async () => {} };
 }
+
+/** A `pg.Pool`, or a client (possibly inside a transaction). */
+export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
 const COLUMNS = `event_id, type, data, metadata, stream_id, revision, transaction_id::text AS tx, global_position`;
 
