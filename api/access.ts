@@ -1,16 +1,26 @@
-import { sql, type Expression, type SqlBool } from 'kysely';
+import { sql, type Expression, type RawBuilder, type SqlBool } from 'kysely';
 import type { Deps } from './deps.js';
 import type { Principal } from './auth/principal.js';
 import { satisfies, type Need } from '../domain/access/scopes.js';
 import { ForbiddenError, NotFoundError } from '../domain/shared/errors.js';
 
-/** Every scope the principal holds on a resource, directly or through its usergroups. */
+/**
+ * The rows of `access_rights` (alias `ar`) that speak for the principal:
+ * given to the user, to a usergroup the user is a member of, or to an
+ * organization unit named in the user's `attributes.organization`.
+ */
+function heldBy(principal: Principal): RawBuilder<SqlBool> {
+  return sql<SqlBool>`((ar.subject_type = 'user' AND ar.subject_id = ${principal.id})
+    OR (ar.subject_type = 'group' AND ar.subject_id IN (SELECT group_id FROM usergroup_members WHERE user_id = ${principal.id}::uuid))
+    OR (ar.subject_type = 'orgUnit' AND ar.subject_id IN (
+      SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(u.profile->'attributes'->'organization') = 'array' THEN u.profile->'attributes'->'organization' ELSE '[]'::jsonb END)
+      FROM users u WHERE u.id = ${principal.id}::uuid)))`;
+}
+
+/** Every scope the principal holds on a resource, directly, through its usergroups or its organization units. */
 export async function scopesOn(deps: Deps, principal: Principal, resourceId: string): Promise<Set<string>> {
   const { rows } = await sql<{ scope: string[] }>`
-    SELECT scope FROM access_rights
-    WHERE resource_id = ${resourceId}
-      AND ((subject_type = 'user' AND subject_id = ${principal.id})
-        OR (subject_type = 'group' AND subject_id IN (SELECT group_id FROM usergroup_members WHERE user_id = ${principal.id}::uuid)))`.execute(deps.db);
+    SELECT ar.scope FROM access_rights ar WHERE ar.resource_id = ${resourceId} AND ${heldBy(principal)}`.execute(deps.db);
   return new Set(rows.flatMap((r) => r.scope));
 }
 
@@ -19,10 +29,11 @@ export async function scopesOn(deps: Deps, principal: Principal, resourceId: str
  * (404), so its existence does not leak; one readable but not enough for
  * `need` is 403.
  */
-export async function requireAccess(deps: Deps, principal: Principal, resourceId: string, need: Need, notFound = 'Not Found'): Promise<void> {
+export async function requireAccess(deps: Deps, principal: Principal, resourceId: string, need: Need, notFound = 'Not Found'): Promise<Set<string>> {
   const held = await scopesOn(deps, principal, resourceId);
   if (!satisfies(held, 'read')) throw new NotFoundError(notFound);
   if (!satisfies(held, need)) throw new ForbiddenError();
+  return held;
 }
 
 /**
@@ -33,6 +44,5 @@ export function readableBy(principal: Principal, column: string): Expression<Sql
   return sql<SqlBool>`EXISTS (SELECT 1 FROM access_rights ar
     WHERE ar.resource_id = ${sql.ref(column)}
       AND ar.scope && ARRAY['admin', 'write', 'read']::text[]
-      AND ((ar.subject_type = 'user' AND ar.subject_id = ${principal.id})
-        OR (ar.subject_type = 'group' AND ar.subject_id IN (SELECT group_id FROM usergroup_members WHERE user_id = ${principal.id}::uuid))))`;
+      AND ${heldBy(principal)})`;
 }

@@ -12,6 +12,10 @@ import { createApp } from './app.js';
 import { loadOpenApi } from './openapi.js';
 import { authRoutes } from './auth/routes.js';
 import { bootstrapAdmin } from './users/create.js';
+import { userRoutes } from './users/routes.js';
+import { roleRoutes } from './access/roles.js';
+import { accessRightRoutes } from './access/rights.js';
+import { usergroupRoutes } from './usergroups/routes.js';
 import { startPrivateCluster, type PrivateCluster } from '../migrations/cluster.js';
 import { migrateToLatest } from '../migrations/index.js';
 import { createPostgresStore } from '../domain/eventstore/postgres.js';
@@ -66,7 +70,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
   await bootstrapAdmin(deps);
 
   const app = createApp(deps, loadOpenApi(), {
-    routers: [authRoutes(deps)],
+    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps)],
     health: async () => {
       const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);
       const ready = dbUp && projections.healthy;

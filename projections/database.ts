@@ -1,7 +1,9 @@
 import type { UsersTables } from './users.js';
+import type { AccessTables } from './access.js';
+import type { UsergroupsTables } from './usergroups.js';
 
 /**
  * Every read-model table, one interface per capability. A capability adds its
  * tables here by extending this interface.
  */
-export interface Database extends UsersTables {}
+export interface Database extends UsersTables, AccessTables, UsergroupsTables {}

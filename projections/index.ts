@@ -1,5 +1,7 @@
 import type { Projection } from './runner.js';
 import { usersProjection } from './users.js';
+import { accessProjection } from './access.js';
+import { usergroupsProjection } from './usergroups.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection];

@@ -6,6 +6,8 @@ import { verifyToken } from './tokens.js';
 import { allowedMethods, type ResourceType } from '../../domain/access/roles.js';
 import { loadCustomRoles } from '../../projections/access.js';
 
+export const SELF = 'self';
+
 /** Resolves `Authorization: Bearer <token>` to a principal; 401 for a missing, invalid or expired token, or a user who is gone or disabled. */
 export function authenticate(deps: Deps): RequestHandler {
   return async (req, _res, next) => {
@@ -23,12 +25,14 @@ export function authenticate(deps: Deps): RequestHandler {
 /**
  * The role check: the operation's `x-resource` in the OpenAPI document names
  * the resource type, and the caller's roles must allow the HTTP method on it.
+ * `x-resource: self` marks an operation on the caller's own account (setting
+ * one's password), which every role may call.
  */
 export function authorizeMethod(deps: Deps): RequestHandler {
   return async (req, _res, next) => {
     const operation = (req as unknown as { openapi?: { schema?: Record<string, unknown> } }).openapi?.schema;
-    const resource = operation?.['x-resource'] as ResourceType | undefined;
-    if (!resource || !req.principal) return next();
+    const resource = operation?.['x-resource'] as ResourceType | typeof SELF | undefined;
+    if (!resource || resource === SELF || !req.principal) return next();
     const custom = await loadCustomRoles(deps.db, req.principal.roles);
     if (!allowedMethods(req.principal.roles, resource, custom).has(req.method.toUpperCase())) return next(new ForbiddenError());
     next();

@@ -4,3 +4,6 @@ export interface Principal {
   username: string;
   roles: string[];
 }
+
+/** Holds the built-in `admin` role: manages users and custom roles. */
+export const isAdmin = (principal: Principal): boolean => principal.roles.includes('admin');

@@ -1,7 +1,10 @@
 import { Router } from 'express';
 import type { Deps } from '../deps.js';
-import { UnauthorizedError } from '../../domain/shared/errors.js';
-import { verifyPassword } from '../../domain/users/password.js';
+import { requestContext, write } from '../deps.js';
+import { principalOf } from '../http.js';
+import { UnauthorizedError, ValidationError } from '../../domain/shared/errors.js';
+import { hashPassword, verifyPassword } from '../../domain/users/password.js';
+import { userDecider, userStream } from '../../domain/users/user.js';
 import { issueToken } from './tokens.js';
 
 // Compared against when the username is unknown, so both failures take the same time.
@@ -20,6 +23,18 @@ export function authRoutes(deps: Deps): Router {
     const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
     if (!user || !ok || !user.profile.enabled) throw new UnauthorizedError('Invalid username or password');
     res.json({ token: issueToken(deps.jwtSecret, user.id, deps.config.tokenTtlSeconds) });
+  });
+
+  /** The caller sets their own password; this clears UPDATE_PASSWORD. */
+  router.put('/api/auth/password', async (req, res) => {
+    const principal = principalOf(req);
+    const { currentPassword, newPassword } = req.body as { currentPassword: string; newPassword: string };
+    const user = await deps.db.selectFrom('users').select('password_hash').where('id', '=', principal.id).executeTakeFirstOrThrow();
+    if (!(await verifyPassword(currentPassword, user.password_hash))) throw ValidationError.field('currentPassword', 'is not correct');
+    const context = requestContext(deps, req);
+    const passwordHash = await hashPassword(newPassword);
+    await write(deps, context, userStream(principal.id), userDecider, { type: 'ChangePassword', id: principal.id, passwordHash, at: context.now });
+    res.status(204).end();
   });
 
   return router;

@@ -8,13 +8,15 @@ import { usernameDecider, usernameStream } from '../../domain/users/username.js'
 
 /**
  * Creates a user: claims the username on its own stream first (so concurrent
- * creations of one name cannot both succeed), then writes the user.
+ * creations of one name cannot both succeed), then writes the user. With
+ * `temporary`, the password was chosen by the service and the user must set
+ * their own (UPDATE_PASSWORD).
  */
-export async function createUser(deps: Deps, context: CommandContext, profile: Profile, password: string): Promise<string> {
+export async function createUser(deps: Deps, context: CommandContext, profile: Profile, password: string, temporary: boolean): Promise<string> {
   const id = newUserId();
-  await write(deps, context, usernameStream(profile.username), usernameDecider, { type: 'Claim', username: profile.username, userId: id });
   const passwordHash = await hashPassword(password);
-  await write(deps, context, userStream(id), userDecider, { type: 'CreateUser', id, profile, passwordHash, at: context.now });
+  await write(deps, context, usernameStream(profile.username), usernameDecider, { type: 'Claim', username: profile.username, userId: id });
+  await write(deps, context, userStream(id), userDecider, { type: 'CreateUser', id, profile, passwordHash, temporaryPassword: temporary, at: context.now });
   return id;
 }
 
@@ -30,6 +32,7 @@ export async function bootstrapAdmin(deps: Deps): Promise<void> {
     { actor: 'system:bootstrap', correlationId: `bootstrap-${now}`, now },
     { username: adminUsername, enabled: true, requiredActions: [], attributes: { roles: ['admin'] } },
     adminPassword,
+    false,
   );
   deps.log.info({ username: adminUsername }, 'created the first admin');
 }

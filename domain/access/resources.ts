@@ -10,4 +10,6 @@ export interface OwnedResource {
   deleted: string;
 }
 
-export const OWNED_RESOURCES: OwnedResource[] = [];
+export const OWNED_RESOURCES: OwnedResource[] = [
+  { resourceType: 'usergroup', created: 'UsergroupCreated', deleted: 'UsergroupDeleted' },
+];

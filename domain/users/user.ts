@@ -29,7 +29,8 @@ export type UserEvent =
   | { type: 'UserDeleted'; data: { id: string; at: string } };
 
 export type UserCommand =
-  | { type: 'CreateUser'; id: string; profile: Profile; passwordHash: string; at: string }
+  /** `temporaryPassword`: the service chose the password, so the user must set their own (UPDATE_PASSWORD). */
+  | { type: 'CreateUser'; id: string; profile: Profile; passwordHash: string; temporaryPassword: boolean; at: string }
   | { type: 'UpdateUser'; id: string; changes: Partial<Omit<Profile, 'username'>>; at: string }
   | { type: 'ChangePassword'; id: string; passwordHash: string; at: string }
   | { type: 'ResetPassword'; id: string; passwordHash: string; at: string }
@@ -48,12 +49,14 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
   decide(command, state) {
     if (command.type === 'CreateUser') {
       if (state.status !== 'none') throw new ConflictError(`User ${command.id} already exists`);
-      return [{ type: 'UserCreated', data: { id: command.id, profile: command.profile, passwordHash: command.passwordHash, at: command.at } }];
+      const profile = command.temporaryPassword ? withAction(command.profile, UPDATE_PASSWORD) : command.profile;
+      return [{ type: 'UserCreated', data: { id: command.id, profile, passwordHash: command.passwordHash, at: command.at } }];
     }
     if (state.status !== 'active') throw new NotFoundError('User not found');
     switch (command.type) {
       case 'UpdateUser':
         if ('username' in command.changes) throw ValidationError.field('username', 'cannot be changed');
+        if (Object.keys(command.changes).length === 0) return [];
         return [{ type: 'UserUpdated', data: { id: command.id, changes: command.changes, at: command.at } }];
       case 'ChangePassword':
         return [{ type: 'PasswordChanged', data: { id: command.id, passwordHash: command.passwordHash, at: command.at } }];
@@ -87,7 +90,7 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
           ? {
               ...state,
               passwordHash: event.data.passwordHash,
-              profile: { ...state.profile, requiredActions: [...new Set([...state.profile.requiredActions, UPDATE_PASSWORD])] },
+              profile: withAction(state.profile, UPDATE_PASSWORD),
             }
           : state;
       case 'UserDeleted':
@@ -99,6 +102,9 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
     }
   },
 };
+
+const withAction = (profile: Profile, action: string): Profile =>
+  profile.requiredActions.includes(action) ? profile : { ...profile, requiredActions: [...profile.requiredActions, action] };
 
 /** A shallow merge, except `attributes`, which merges one level deeper so one attribute can change alone. */
 export function applyChanges(profile: Profile, changes: Partial<Omit<Profile, 'username'>>): Profile {

@@ -1,0 +1,100 @@
+import { Router } from 'express';
+import type { Deps } from '../deps.js';
+import { requestContext, write } from '../deps.js';
+import { principalOf } from '../http.js';
+import { readableBy, requireAccess } from '../access.js';
+import { ValidationError } from '../../domain/shared/errors.js';
+import { newResourceId } from '../../domain/shared/ids.js';
+import { usergroupDecider, usergroupStream, type UsergroupChanges } from '../../domain/usergroups/usergroup.js';
+import type { UsergroupsTable } from '../../projections/usergroups.js';
+
+const NOT_FOUND = 'Usergroup not found';
+
+const toGroup = (row: Pick<UsergroupsTable, 'id' | 'name' | 'owner'>) => ({ _id: row.id, name: row.name, owner: row.owner });
+
+const selectGroup = (deps: Deps, id: string) => deps.db.selectFrom('usergroups').select(['id', 'name', 'owner']).where('id', '=', id).executeTakeFirstOrThrow();
+
+async function userExists(deps: Deps, id: string): Promise<boolean> {
+  return !!(await deps.db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst());
+}
+
+export function usergroupRoutes(deps: Deps): Router {
+  const router = Router();
+
+  // `members` and `appFilter` in the body are accepted and ignored: they are managed through their own endpoints.
+  router.post('/api/usergroups', async (req, res) => {
+    const { name } = req.body as { name: string };
+    const id = newResourceId();
+    const context = requestContext(deps, req);
+    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'CreateUsergroup', id, name, createdBy: context.actor, at: context.now });
+    res.status(201).json(toGroup(await selectGroup(deps, id)));
+  });
+
+  router.get('/api/usergroups', async (req, res) => {
+    const rows = await deps.db
+      .selectFrom('usergroups')
+      .select(['id', 'name', 'owner'])
+      .where(readableBy(principalOf(req), 'usergroups.id'))
+      .orderBy('name')
+      .orderBy('id')
+      .execute();
+    res.json(rows.map(toGroup));
+  });
+
+  router.get('/api/usergroups/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', NOT_FOUND);
+    const group = toGroup(await selectGroup(deps, id));
+    if ((req.query.includeMembers as unknown) !== true) return void res.json(group);
+    const members = await deps.db
+      .selectFrom('usergroup_members as m')
+      .innerJoin('users as u', 'u.id', 'm.user_id')
+      .select(['u.id', 'u.username'])
+      .where('m.group_id', '=', id)
+      .orderBy('u.username')
+      .execute();
+    res.json({ ...group, members });
+  });
+
+  router.patch('/api/usergroups/:id', async (req, res) => {
+    const id = req.params.id as string;
+    const changes = req.body as UsergroupChanges;
+    if (changes.owner) changes.owner = changes.owner.toLowerCase();
+    // Handing the group to another owner is an admin's decision; renaming needs write.
+    await requireAccess(deps, principalOf(req), id, changes.owner !== undefined ? 'admin' : 'write', NOT_FOUND);
+    if (changes.owner !== undefined && !(await userExists(deps, changes.owner))) throw ValidationError.field('owner', 'is not a user');
+    const context = requestContext(deps, req);
+    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'UpdateUsergroup', id, changes, at: context.now });
+    res.json(toGroup(await selectGroup(deps, id)));
+  });
+
+  router.delete('/api/usergroups/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'write', NOT_FOUND);
+    const context = requestContext(deps, req);
+    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'DeleteUsergroup', id, at: context.now });
+    res.status(204).end();
+  });
+
+  router.post('/api/usergroups/:groupId/members', async (req, res) => {
+    const id = req.params.groupId as string;
+    const userId = (req.body as { userId: string }).userId.toLowerCase();
+    await requireAccess(deps, principalOf(req), id, 'write', NOT_FOUND);
+    if (!(await userExists(deps, userId))) throw ValidationError.field('userId', 'is not a user');
+    const context = requestContext(deps, req);
+    const { events } = await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'AddMember', id, userId, at: context.now }, { retries: 3 });
+    res.status(events.length ? 201 : 200).json({ groupId: id, userId });
+  });
+
+  router.delete('/api/usergroups/:groupId/members/:memberId', async (req, res) => {
+    const id = req.params.groupId as string;
+    const userId = (req.params.memberId as string).toLowerCase();
+    await requireAccess(deps, principalOf(req), id, 'write', NOT_FOUND);
+    const context = requestContext(deps, req);
+    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'RemoveMember', id, userId, at: context.now }, { retries: 3 });
+    res.status(204).end();
+  });
+
+  return router;
+}
+

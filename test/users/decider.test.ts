@@ -1,0 +1,95 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { userDecider, UPDATE_PASSWORD, type UserCommand, type UserEvent } from '../../domain/users/user.js';
+import { usernameDecider } from '../../domain/users/username.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
+
+/** Given events, when a command, then events (or an error): the decider alone, no store. */
+function given(events: UserEvent[]) {
+  const state = events.reduce(userDecider.evolve, userDecider.initialState());
+  return {
+    when: (command: UserCommand) => ({
+      then: (expected: UserEvent[]) => assert.equal(userDecider.decide(command, state), expected),
+      thenThrows: (type: new (...args: never[]) => Error, message?: RegExp) => {
+        try {
+          userDecider.decide(command, state);
+        } catch (error) {
+          assert.instance(error, type);
+          if (message) assert.match((error as Error).message, message);
+          return;
+        }
+        assert.unreachable('the command was accepted');
+      },
+    }),
+    state,
+  };
+}
+
+const id = '6f1c1c9e-8a55-4d0b-9d8a-0f5f2b3c4d5e';
+const at = '2026-01-01T00:00:00.000Z';
+const profile = { username: 'ada', enabled: true, requiredActions: [], attributes: { roles: ['editor'], language: 'en' } };
+const created: UserEvent = { type: 'UserCreated', data: { id, profile: { ...profile, requiredActions: [UPDATE_PASSWORD] }, passwordHash: 'h1', at } };
+
+const users = suite('users decider');
+
+users('given no user, when it is created with a temporary password, then UserCreated requires UPDATE_PASSWORD', () => {
+  given([]).when({ type: 'CreateUser', id, profile, passwordHash: 'h1', temporaryPassword: true, at }).then([created]);
+});
+
+users('given no user, when it is created with its own password, then no action is required', () => {
+  given([])
+    .when({ type: 'CreateUser', id, profile, passwordHash: 'h1', temporaryPassword: false, at })
+    .then([{ type: 'UserCreated', data: { id, profile, passwordHash: 'h1', at } }]);
+});
+
+users('given a user, when it is created again, then a conflict', () => {
+  given([created]).when({ type: 'CreateUser', id, profile, passwordHash: 'h2', temporaryPassword: true, at }).thenThrows(ConflictError);
+});
+
+users('given a user, when a change names the username, then it is refused', () => {
+  const changes = { username: 'eve' } as never;
+  given([created]).when({ type: 'UpdateUser', id, changes, at }).thenThrows(ValidationError, /^ERR - username cannot be changed$/);
+});
+
+users('given a user, when an empty change arrives, then no event', () => {
+  given([created]).when({ type: 'UpdateUser', id, changes: {}, at }).then([]);
+});
+
+users('given a user, when one attribute changes, then the others stay', () => {
+  const updated: UserEvent = { type: 'UserUpdated', data: { id, changes: { attributes: { language: 'de' } }, at } };
+  given([created]).when({ type: 'UpdateUser', id, changes: { attributes: { language: 'de' } }, at }).then([updated]);
+  const { state } = given([created, updated]);
+  assert.equal(state.status === 'active' && state.profile.attributes, { roles: ['editor'], language: 'de' });
+});
+
+users('given a user with a temporary password, when the user sets one, then UPDATE_PASSWORD is cleared', () => {
+  const changed: UserEvent = { type: 'PasswordChanged', data: { id, passwordHash: 'h2', at } };
+  given([created]).when({ type: 'ChangePassword', id, passwordHash: 'h2', at }).then([changed]);
+  const { state } = given([created, changed]);
+  assert.equal(state.status === 'active' && [state.passwordHash, state.profile.requiredActions], ['h2', []]);
+});
+
+users('given a user who set a password, when an admin resets it, then UPDATE_PASSWORD is required again, once', () => {
+  const reset: UserEvent = { type: 'PasswordReset', data: { id, passwordHash: 'h3', at } };
+  given([created]).when({ type: 'ResetPassword', id, passwordHash: 'h3', at }).then([reset]);
+  const { state } = given([created, { type: 'PasswordChanged', data: { id, passwordHash: 'h2', at } }, reset, reset]);
+  assert.equal(state.status === 'active' && state.profile.requiredActions, [UPDATE_PASSWORD]);
+});
+
+users('given a deleted user, when anything but creation arrives, then the user is not found', () => {
+  const deleted: UserEvent = { type: 'UserDeleted', data: { id, at } };
+  given([created]).when({ type: 'DeleteUser', id, at }).then([deleted]);
+  given([created, deleted]).when({ type: 'UpdateUser', id, changes: { firstName: 'A' }, at }).thenThrows(NotFoundError);
+  given([created, deleted]).when({ type: 'DeleteUser', id, at }).thenThrows(NotFoundError);
+  given([]).when({ type: 'ResetPassword', id, passwordHash: 'h', at }).thenThrows(NotFoundError);
+});
+
+users('given a claimed username, when another user claims it in another case, then a conflict; once released, it is free', () => {
+  const claimed = usernameDecider.evolve(usernameDecider.initialState(), { type: 'UsernameClaimed', data: { username: 'ada', userId: 'u1' } });
+  assert.throws(() => usernameDecider.decide({ type: 'Claim', username: 'ADA', userId: 'u2' }, claimed), (e: unknown) => e instanceof ConflictError);
+  assert.equal(usernameDecider.decide({ type: 'Release', username: 'ada', userId: 'u2' }, claimed), [], 'only the holder releases');
+  const released = usernameDecider.evolve(claimed, { type: 'UsernameReleased', data: { username: 'ada', userId: 'u1' } });
+  assert.is(usernameDecider.decide({ type: 'Claim', username: 'ADA', userId: 'u2' }, released).length, 1);
+});
+
+users.run();
