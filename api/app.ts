@@ -50,7 +50,8 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   app.use(
     OpenApiValidator.middleware({
       apiSpec: structuredClone(openapi) as never,
-      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true },
+      // Query, path and header values are always coerced; `false` keeps a JSON body's types strict (`42` is not a string).
+      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false },
       validateResponses: false,
       validateSecurity: false,
       ignoreUndocumented: false,

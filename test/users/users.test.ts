@@ -1,0 +1,207 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform.js';
+import { eventCount, givenUser } from './given.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const users = suite<{ t: TestPlatform }>('users');
+
+users.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+});
+users.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+const noSecrets = (text: string) => assert.not.match(text, /password_hash|passwordHash|scrypt\$/);
+
+users('when an admin creates a user with only a username, then 201 with a UUID, a one-time temporary password and UPDATE_PASSWORD', async ({ t }) => {
+  const res = await t.call('POST', '/api/users', { body: { username: 'alice' } });
+  assert.is(res.status, 201, res.text);
+  assert.match(res.body.id, UUID);
+  assert.type(res.body.temporaryPassword, 'string');
+  assert.ok(res.body.temporaryPassword.length >= 8);
+  assert.equal(res.body.requiredActions, ['UPDATE_PASSWORD']);
+  assert.is(res.body.enabled, true);
+  noSecrets(res.text);
+  const read = await t.call('GET', `/api/users/${res.body.id}`);
+  assert.is(read.status, 200);
+  assert.is(read.body.temporaryPassword, undefined, 'the temporary password is shown once');
+  noSecrets(read.text);
+});
+
+users('when a user is created with every field, then they come back as sent', async ({ t }) => {
+  const body = {
+    username: 'bob',
+    email: 'bob@example.com',
+    firstName: 'Bob',
+    lastName: 'Builder',
+    phoneNumber: '+4915112345678',
+    attributes: { globalVisibility: 'true', language: 'de', organization: ['acme'], roles: ['editor'] },
+  };
+  const res = await t.call('POST', '/api/users', { body });
+  assert.is(res.status, 201, res.text);
+  const { id, temporaryPassword, createdTimestamp, requiredActions, enabled, ...rest } = res.body;
+  assert.equal(rest, body);
+});
+
+users('when a user is created, then the event names the admin as actor', async ({ t }) => {
+  const admin = (await t.call('GET', `/api/users?username=${ADMIN.username}`)).body[0];
+  const res = await t.call('POST', '/api/users', { body: { username: 'audited' } });
+  const [event] = await t.platform.deps.store.readStream(`user-${res.body.id}`);
+  assert.is(event!.type, 'UserCreated');
+  assert.is(event!.metadata.actor, admin.id);
+  assert.is(event!.metadata.correlationId, res.headers.get('x-request-id'));
+});
+
+users('given a new user, when they set their own password, then UPDATE_PASSWORD is cleared and only the new password logs in', async ({ t }) => {
+  const carol = await givenUser(t, 'carol');
+  const res = await t.call('PUT', '/api/auth/password', { token: carol.token, body: { currentPassword: carol.password, newPassword: 'carols-own-secret' } });
+  assert.is(res.status, 204, res.text);
+  const me = await t.call('GET', `/api/users/${carol.id}`, { token: carol.token });
+  assert.equal(me.body.requiredActions, []);
+  assert.ok(await t.login('carol', 'carols-own-secret'));
+  const old = await t.call('POST', '/api/auth/local', { token: null, body: { username: 'carol', password: carol.password } });
+  assert.is(old.status, 401);
+});
+
+users('when the current password is wrong or the new one is shorter than 8 characters, then 422 and the password stays', async ({ t }) => {
+  const dave = await givenUser(t, 'dave');
+  const wrong = await t.call('PUT', '/api/auth/password', { token: dave.token, body: { currentPassword: 'not-it', newPassword: 'long-enough-1' } });
+  assert.is(wrong.status, 422);
+  assert.is(wrong.text, 'ERR - currentPassword is not correct');
+  const short = await t.call('PUT', '/api/auth/password', { token: dave.token, body: { currentPassword: dave.password, newPassword: '1234567' } });
+  assert.is(short.status, 422);
+  assert.match(short.text, /^ERR - newPassword /);
+  assert.ok(await t.login('dave', dave.password));
+});
+
+users('when the username is missing, of the wrong type, or the body has unknown or malformed fields, then 422 and nothing is written', async ({ t }) => {
+  const before = await eventCount(t);
+  const cases: [unknown, RegExp][] = [
+    [{}, /^ERR - .*username/],
+    [{ username: 42 }, /^ERR - username /],
+    [{ username: 'x', password: 'secret' }, /^ERR - .*password/],
+    [{ username: 'x', enabled: 'yes' }, /^ERR - enabled /],
+    [{ username: 'x', phoneNumber: '0151 123' }, /^ERR - phoneNumber /],
+    [{ username: 'x', email: 'not-an-email' }, /^ERR - email /],
+    [{ username: 'x', attributes: { globalVisibility: false } }, /^ERR - attributes.globalVisibility /],
+    [{ username: 'x', attributes: { roles: ['wizard'] } }, /^ERR - attributes.roles.0 wizard is not a role$/],
+    [{ username: 'x', attributes: { shoeSize: 42 } }, /^ERR - attributes/],
+    [{ username: 'has space' }, /^ERR - username /],
+  ];
+  for (const [body, message] of cases) {
+    const res = await t.call('POST', '/api/users', { body });
+    assert.is(res.status, 422, `${JSON.stringify(body)} → ${res.status} ${res.text}`);
+    assert.match(res.text, message);
+  }
+  assert.is(await eventCount(t), before);
+  assert.equal((await t.call('GET', '/api/users?username=x')).body.filter((u: { username: string }) => u.username === 'x'), []);
+});
+
+users('when a username is taken in any case, then 409 and the first user is unchanged', async ({ t }) => {
+  await givenUser(t, 'erin', { firstName: 'Erin' });
+  const res = await t.call('POST', '/api/users', { body: { username: 'ERIN', firstName: 'Other' } });
+  assert.is(res.status, 409);
+  const found = (await t.call('GET', '/api/users?username=erin')).body;
+  assert.is(found.length, 1);
+  assert.is(found[0].firstName, 'Erin');
+});
+
+users('when a non-admin creates a user or resets a password, then 403 Forbidden', async ({ t }) => {
+  const frank = await givenUser(t, 'frank', { attributes: { roles: ['editor'] } });
+  const create = await t.call('POST', '/api/users', { token: frank.token, body: { username: 'sneaky' } });
+  assert.is(create.status, 403);
+  assert.is(create.text, 'Forbidden');
+  const reset = await t.call('POST', `/api/users/${frank.id}/reset-password`, { token: frank.token });
+  assert.is(reset.status, 403);
+});
+
+users('when searching by username, then it matches a substring without regard to case, and hidden users are found only by admins and themselves', async ({ t }) => {
+  const seeker = await givenUser(t, 'seeker');
+  const hidden = await givenUser(t, 'ghost-one', { email: 'ghost@example.com', attributes: { globalVisibility: 'false' } });
+  await givenUser(t, 'ghost-two', { email: 'two@example.com', attributes: { globalVisibility: 'true' } });
+  const names = (res: { body: { username: string }[] }) => res.body.map((u) => u.username);
+  assert.equal(names(await t.call('GET', '/api/users?username=HOST', { token: seeker.token })), ['ghost-two']);
+  assert.equal(names(await t.call('GET', '/api/users?username=ghost')), ['ghost-one', 'ghost-two']);
+  assert.equal(names(await t.call('GET', '/api/users?username=ghost', { token: hidden.token })), ['ghost-one', 'ghost-two']);
+  const [other] = (await t.call('GET', '/api/users?username=ghost-two', { token: seeker.token })).body;
+  assert.equal(Object.keys(other).sort(), ['id', 'username'], 'a non-admin sees little of others');
+});
+
+users('when a user reads another user, then 404; themselves or as admin, 200; an id that is not a UUID, 422', async ({ t }) => {
+  const gina = await givenUser(t, 'gina');
+  const hank = await givenUser(t, 'hank');
+  assert.is((await t.call('GET', `/api/users/${hank.id}`, { token: gina.token })).status, 404);
+  assert.is((await t.call('GET', `/api/users/${gina.id}`, { token: gina.token })).status, 200);
+  assert.is((await t.call('GET', `/api/users/${gina.id.toUpperCase()}`, { token: gina.token })).status, 200);
+  assert.is((await t.call('GET', `/api/users/${hank.id}`)).status, 200);
+  const bad = await t.call('GET', '/api/users/5f0c1c9e8a55d0b9d8a0f5f2');
+  assert.is(bad.status, 422);
+  assert.match(bad.text, /^ERR - id /);
+});
+
+users('when a user changes their own profile, then it is saved; the username, password and their own roles cannot change', async ({ t }) => {
+  const ivy = await givenUser(t, 'ivy', { attributes: { language: 'en', roles: ['editor'] } });
+  const ok = await t.call('PATCH', `/api/users/${ivy.id}`, { token: ivy.token, body: { firstName: 'Ivy', attributes: { language: 'fr' } } });
+  assert.is(ok.status, 200, ok.text);
+  assert.is(ok.body.firstName, 'Ivy');
+  assert.equal(ok.body.attributes, { language: 'fr', roles: ['editor'] });
+  assert.is((await t.call('PATCH', `/api/users/${ivy.id}`, { token: ivy.token, body: { username: 'ivy2' } })).status, 422);
+  assert.is((await t.call('PATCH', `/api/users/${ivy.id}`, { token: ivy.token, body: { password: 'x12345678' } })).status, 422);
+  assert.is((await t.call('PATCH', `/api/users/${ivy.id}`, { token: ivy.token, body: {} })).status, 422);
+  const escalate = await t.call('PATCH', `/api/users/${ivy.id}`, { token: ivy.token, body: { attributes: { roles: ['admin'] } } });
+  assert.is(escalate.status, 403);
+  const org = await t.call('PATCH', `/api/users/${ivy.id}`, { token: ivy.token, body: { attributes: { organization: ['acme'] } } });
+  assert.is(org.status, 403);
+  assert.equal((await t.call('GET', `/api/users/${ivy.id}`)).body.attributes.roles, ['editor']);
+});
+
+users('when a viewer edits their own profile, then the role check refuses PATCH on users', async ({ t }) => {
+  const vic = await givenUser(t, 'vic', { attributes: { roles: ['viewerBasic'] } });
+  const res = await t.call('PATCH', `/api/users/${vic.id}`, { token: vic.token, body: { firstName: 'V' } });
+  assert.is(res.status, 403);
+  assert.is(res.text, 'Forbidden');
+});
+
+users('given a user with a token, when an admin disables them, then the token gets 401 and login fails; enabled again, both work', async ({ t }) => {
+  const jay = await givenUser(t, 'jay');
+  assert.is((await t.call('PATCH', `/api/users/${jay.id}`, { body: { enabled: false } })).status, 200);
+  assert.is((await t.call('GET', `/api/users/${jay.id}`, { token: jay.token })).status, 401);
+  const login = await t.call('POST', '/api/auth/local', { token: null, body: { username: 'jay', password: jay.password } });
+  assert.is(login.status, 401);
+  assert.is((await t.call('PATCH', `/api/users/${jay.id}`, { body: { enabled: true } })).status, 200);
+  assert.is((await t.call('GET', `/api/users/${jay.id}`, { token: jay.token })).status, 200);
+  assert.ok(await t.login('jay', jay.password));
+});
+
+users('given a user with a token, when the user is deleted, then the token gets 401, the user is gone and the username is free', async ({ t }) => {
+  const kim = await givenUser(t, 'kim');
+  const del = await t.call('DELETE', `/api/users/${kim.id}`);
+  assert.is(del.status, 204);
+  assert.is((await t.call('GET', '/api/usergroups', { token: kim.token })).status, 401);
+  assert.is((await t.call('GET', `/api/users/${kim.id}`)).status, 404);
+  assert.is((await t.call('DELETE', `/api/users/${kim.id}`)).status, 404);
+  const again = await t.call('POST', '/api/users', { body: { username: 'Kim' } });
+  assert.is(again.status, 201, again.text);
+  assert.is.not(again.body.id, kim.id);
+});
+
+users('when an admin resets a password, then a new temporary password works, the old one does not, and UPDATE_PASSWORD is back', async ({ t }) => {
+  const lee = await givenUser(t, 'lee');
+  await t.call('PUT', '/api/auth/password', { token: lee.token, body: { currentPassword: lee.password, newPassword: 'lees-password' } });
+  const res = await t.call('POST', `/api/users/${lee.id}/reset-password`);
+  assert.is(res.status, 200, res.text);
+  assert.ok(await t.login('lee', res.body.temporaryPassword));
+  assert.is((await t.call('POST', '/api/auth/local', { token: null, body: { username: 'lee', password: 'lees-password' } })).status, 401);
+  assert.equal((await t.call('GET', `/api/users/${lee.id}`)).body.requiredActions, ['UPDATE_PASSWORD']);
+  assert.is((await t.call('POST', '/api/users/00000000-0000-4000-8000-000000000000/reset-password')).status, 404);
+});
+
+users('when every user route answers, then no body carries a password hash', async ({ t }) => {
+  const list = await t.call('GET', '/api/users');
+  assert.ok(list.body.length > 3);
+  noSecrets(list.text);
+});
+
+users.run();
