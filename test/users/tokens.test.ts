@@ -1,0 +1,75 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import jwt from 'jsonwebtoken';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { givenUser } from './given.js';
+
+const tokens = suite<{ t: TestPlatform; secret: string; userId: string }>('tokens');
+
+tokens.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+  ctx.secret = ctx.t.platform.deps.jwtSecret;
+  ctx.userId = (await givenUser(ctx.t, 'holder')).id;
+});
+tokens.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+const status = async (t: TestPlatform, token: string | null, headers: Record<string, string> = {}) =>
+  (await t.call('GET', '/api/usergroups', { token, headers })).status;
+
+tokens('when a token comes from login, then it works and expires after TOKEN_TTL_SECONDS (3600 by default)', async ({ t }) => {
+  assert.is(await status(t, t.adminToken), 200);
+  const claims = jwt.decode(t.adminToken) as { iat: number; exp: number };
+  assert.is(claims.exp - claims.iat, 3600);
+  assert.is(t.platform.deps.config.tokenTtlSeconds, 3600);
+});
+
+tokens('when the token is missing or not a JWT, then 401', async ({ t }) => {
+  assert.is(await status(t, null), 401);
+  assert.is(await status(t, 'not-a-token'), 401);
+  assert.is(await status(t, null, { authorization: `Basic ${Buffer.from('admin:x').toString('base64')}` }), 401);
+});
+
+tokens('when the token has expired, then 401', async ({ t, secret, userId }) => {
+  const past = Math.floor(Date.now() / 1000) - 7200;
+  const expired = jwt.sign({ iat: past, exp: past + 60 }, secret, { algorithm: 'HS256', subject: userId, issuer: 'device-platform' });
+  assert.is(await status(t, expired), 401);
+  const fresh = jwt.sign({}, secret, { algorithm: 'HS256', subject: userId, issuer: 'device-platform', expiresIn: 60 });
+  assert.is(await status(t, fresh), 200, 'the same claims, unexpired, pass');
+});
+
+tokens('when the token is unsigned (alg none), then 401', async ({ t, userId }) => {
+  const now = Math.floor(Date.now() / 1000);
+  const unsigned = `${b64({ alg: 'none', typ: 'JWT' })}.${b64({ sub: userId, iss: 'device-platform', iat: now, exp: now + 600 })}.`;
+  assert.is(await status(t, unsigned), 401);
+});
+
+tokens('when the signature is wrong or made with another algorithm, then 401', async ({ t, secret, userId }) => {
+  const other = jwt.sign({}, 'another-secret-that-is-long-enough-0123456789', { algorithm: 'HS256', subject: userId, issuer: 'device-platform', expiresIn: 60 });
+  assert.is(await status(t, other), 401);
+  const [header, payload, signature] = t.adminToken.split('.');
+  const tampered = `${header}.${b64({ ...(jwt.decode(t.adminToken) as object), sub: userId })}.${signature}`;
+  assert.is.not(payload, tampered.split('.')[1]);
+  assert.is(await status(t, tampered), 401);
+  const hs512 = jwt.sign({}, secret, { algorithm: 'HS512', subject: userId, issuer: 'device-platform', expiresIn: 60 });
+  assert.is(await status(t, hs512), 401);
+});
+
+tokens('when a valid token names a user who does not exist or is deleted, then 401', async ({ t, secret }) => {
+  const ghost = jwt.sign({}, secret, { algorithm: 'HS256', subject: '00000000-0000-4000-8000-000000000000', issuer: 'device-platform', expiresIn: 60 });
+  assert.is(await status(t, ghost), 401);
+  const gone = await givenUser(t, 'soon-gone');
+  assert.is(await status(t, gone.token), 200);
+  await t.call('DELETE', `/api/users/${gone.id}`);
+  assert.is(await status(t, gone.token), 401);
+});
+
+tokens('when the user of a valid token is disabled, then 401', async ({ t }) => {
+  const off = await givenUser(t, 'switched-off');
+  await t.call('PATCH', `/api/users/${off.id}`, { body: { enabled: false } });
+  assert.is(await status(t, off.token), 401);
+});
+
+tokens.run();
