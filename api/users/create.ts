@@ -1,6 +1,6 @@
 import type { Deps } from '../deps.js';
 import { write } from '../deps.js';
-import type { CommandContext } from '../../domain/shared/decider.js';
+import { handle, type CommandContext } from '../../domain/shared/decider.js';
 import { newUserId } from '../../domain/shared/ids.js';
 import { hashPassword } from '../../domain/users/password.js';
 import { userDecider, userStream, type Profile } from '../../domain/users/user.js';
@@ -15,7 +15,8 @@ import { usernameDecider, usernameStream } from '../../domain/users/username.js'
 export async function createUser(deps: Deps, context: CommandContext, profile: Profile, password: string, temporary: boolean): Promise<string> {
   const id = newUserId();
   const passwordHash = await hashPassword(password);
-  await write(deps, context, usernameStream(profile.username), usernameDecider, { type: 'Claim', username: profile.username, userId: id });
+  // No read model waits on the claim; waiting here could answer 503 before the user itself is stored.
+  await handle(deps.store, usernameStream(profile.username), usernameDecider, { type: 'Claim', username: profile.username, userId: id }, context);
   await write(deps, context, userStream(id), userDecider, { type: 'CreateUser', id, profile, passwordHash, temporaryPassword: temporary, at: context.now });
   return id;
 }

@@ -11,6 +11,7 @@ import { isBuiltinRole } from '../../domain/access/roles.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { hashPassword, temporaryPassword } from '../../domain/users/password.js';
 import { userDecider, userStream, type Profile } from '../../domain/users/user.js';
+import { handle } from '../../domain/shared/decider.js';
 import { usernameDecider, usernameStream } from '../../domain/users/username.js';
 
 type UserRow = Pick<UsersTable, 'id' | 'username' | 'profile' | 'created_at'>;
@@ -99,8 +100,11 @@ export function userRoutes(deps: Deps): Router {
     const row = await ownOrAdmin(deps, principalOf(req), id);
     const context = requestContext(deps, req);
     // Delete first, then free the name: a crash in between leaves the name taken, never two live users with one name.
-    await write(deps, context, userStream(id), userDecider, { type: 'DeleteUser', id, at: context.now });
-    await write(deps, context, usernameStream(row.username), usernameDecider, { type: 'Release', username: row.username, userId: id });
+    // Both are stored before waiting for the read models, so a slow projection cannot keep the name taken.
+    const deleted = await handle(deps.store, userStream(id), userDecider, { type: 'DeleteUser', id, at: context.now }, context);
+    const released = await handle(deps.store, usernameStream(row.username), usernameDecider, { type: 'Release', username: row.username, userId: id }, context);
+    const last = released.result ?? deleted.result;
+    if (last) await deps.projections.waitFor(last.position, deps.config.projectionWaitMs);
     res.status(204).end();
   });
 
