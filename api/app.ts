@@ -13,6 +13,8 @@ import './http.js';
 export const JSON_LIMIT = '1mb';
 
 export interface Routes {
+  /** Parsers of bodies other than JSON (multipart forms), run before validation so the document checks what they parsed. */
+  parsers?: RequestHandler[];
   /** Mounted after validation and authentication, in order. */
   routers: express.Router[];
   /** True when the platform is ready to serve (database, event store and projections up). */
@@ -47,6 +49,7 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     res.status(ready ? 200 : 503).json({ status: ready ? 'ok' : 'starting', ...detail });
   });
 
+  for (const parser of routes.parsers ?? []) app.use(parser);
   app.use(
     OpenApiValidator.middleware({
       apiSpec: structuredClone(openapi) as never,

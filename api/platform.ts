@@ -16,6 +16,8 @@ import { userRoutes } from './users/routes.js';
 import { roleRoutes } from './access/roles.js';
 import { accessRightRoutes } from './access/rights.js';
 import { usergroupRoutes } from './usergroups/routes.js';
+import { dashboardRoutes } from './dashboards/routes.js';
+import { imageRoutes, imageUploadParser } from './images/routes.js';
 import { startPrivateCluster, type PrivateCluster } from '../migrations/cluster.js';
 import { migrateToLatest } from '../migrations/index.js';
 import { createPostgresStore } from '../domain/eventstore/postgres.js';
@@ -70,7 +72,8 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
   await bootstrapAdmin(deps);
 
   const app = createApp(deps, loadOpenApi(), {
-    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps)],
+    parsers: [imageUploadParser(deps)],
+    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps)],
     health: async () => {
       const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);
       const ready = dbUp && projections.healthy;

@@ -2,7 +2,8 @@ import { sql, type Kysely } from 'kysely';
 
 /**
  * Dashboards (read model: one row per dashboard, widgets as a JSON array in
- * their stored order), images (read model), and image bytes. `image_blobs`
+ * their stored order; `json`, not `jsonb`: nothing queries inside them, and a
+ * read hands back the stored text without conversion), images (read model), and image bytes. `image_blobs`
  * is write-side storage, not a read model: the bytes are written before the
  * `ImageUploaded` event that points at them, and a rebuild keeps them.
  */
@@ -12,8 +13,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     name text NOT NULL,
     title text,
     description text,
-    header_settings jsonb,
-    widgets jsonb NOT NULL,
+    header_settings json,
+    widgets json NOT NULL,
     created_by text NOT NULL,
     revision bigint NOT NULL,
     created_at timestamptz NOT NULL,

@@ -1,9 +1,11 @@
 import type { UsersTables } from './users.js';
 import type { AccessTables } from './access.js';
 import type { UsergroupsTables } from './usergroups.js';
+import type { DashboardsTables } from './dashboards.js';
+import type { ImagesTables } from './images.js';
 
 /**
  * Every read-model table, one interface per capability. A capability adds its
  * tables here by extending this interface.
  */
-export interface Database extends UsersTables, AccessTables, UsergroupsTables {}
+export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables {}

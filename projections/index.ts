@@ -2,6 +2,8 @@ import type { Projection } from './runner.js';
 import { usersProjection } from './users.js';
 import { accessProjection } from './access.js';
 import { usergroupsProjection } from './usergroups.js';
+import { dashboardsProjection } from './dashboards.js';
+import { imagesProjection } from './images.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection];

@@ -12,4 +12,6 @@ export interface OwnedResource {
 
 export const OWNED_RESOURCES: OwnedResource[] = [
   { resourceType: 'usergroup', created: 'UsergroupCreated', deleted: 'UsergroupDeleted' },
+  { resourceType: 'dashboard', created: 'DashboardCreated', deleted: 'DashboardDeleted' },
+  { resourceType: 'image', created: 'ImageUploaded', deleted: 'ImageDeleted' },
 ];
