@@ -3,7 +3,8 @@ import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventCount, givenUser } from '../users/given.js';
 import { loadOpenApi } from '../../api/openapi.js';
-import { RESOURCE_TYPES } from '../../domain/access/roles.js';
+import { readFileSync } from 'node:fs';
+import { BUILTIN_ROLES, RESOURCE_TYPES, builtinMethods } from '../../domain/access/roles.js';
 
 const roles = suite<{ t: TestPlatform }>('roles');
 
@@ -118,6 +119,22 @@ roles('when the OpenAPI document is read, then every operation names its x-resou
   }
   const permissions = doc.components.schemas.Permissions as { properties: Record<string, unknown> };
   assert.equal(Object.keys(permissions.properties).sort(), [...RESOURCE_TYPES].sort());
+});
+
+roles('when docs/access.md is read, then its role table is the one the platform enforces', () => {
+  const doc = readFileSync(new URL('../../docs/access.md', import.meta.url), 'utf8');
+  const rows = new Map(
+    [...doc.matchAll(/^\| `(\w+)` \| (.+) \|$/gm)].map((m) => [m[1]!, m[2]!.split(' | ')]),
+  );
+  for (const type of RESOURCE_TYPES) {
+    const row = rows.get(type);
+    assert.ok(row, `docs/access.md has no row for ${type}`);
+    const expected = BUILTIN_ROLES.map((role) => {
+      const methods = builtinMethods(role, type);
+      return methods.length === 5 ? 'all' : methods.join(', ');
+    });
+    assert.equal(row, expected, type);
+  }
 });
 
 roles.run();
