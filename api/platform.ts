@@ -16,6 +16,7 @@ import { userRoutes } from './users/routes.js';
 import { roleRoutes } from './access/roles.js';
 import { accessRightRoutes } from './access/rights.js';
 import { usergroupRoutes } from './usergroups/routes.js';
+import { geofenceRoutes } from './geofences/routes.js';
 import { dashboardRoutes } from './dashboards/routes.js';
 import { imageRoutes, imageUploadParser } from './images/routes.js';
 import { startPrivateCluster, type PrivateCluster } from '../migrations/cluster.js';
@@ -73,7 +74,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
 
   const app = createApp(deps, loadOpenApi(), {
     parsers: [imageUploadParser(deps)],
-    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps)],
+    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps)],
     health: async () => {
       const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);
       const ready = dbUp && projections.healthy;

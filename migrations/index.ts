@@ -3,6 +3,7 @@ import * as eventstore from './0001_eventstore.js';
 import * as users from './0002_users.js';
 import * as access from './0003_access.js';
 import * as dashboards from './0004_dashboards.js';
+import * as geofences from './0007_geofences.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -13,6 +14,7 @@ export const migrations: Record<string, Migration> = {
   '0002_users': users,
   '0003_access': access,
   '0004_dashboards': dashboards,
+  '0007_geofences': geofences,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

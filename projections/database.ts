@@ -3,9 +3,10 @@ import type { AccessTables } from './access.js';
 import type { UsergroupsTables } from './usergroups.js';
 import type { DashboardsTables } from './dashboards.js';
 import type { ImagesTables } from './images.js';
+import type { GeofencesTables } from './geofences.js';
 
 /**
  * Every read-model table, one interface per capability. A capability adds its
  * tables here by extending this interface.
  */
-export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables {}
+export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables {}

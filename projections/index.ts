@@ -4,6 +4,7 @@ import { accessProjection } from './access.js';
 import { usergroupsProjection } from './usergroups.js';
 import { dashboardsProjection } from './dashboards.js';
 import { imagesProjection } from './images.js';
+import { geofencesProjection } from './geofences.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection];

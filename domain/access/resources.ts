@@ -14,4 +14,5 @@ export const OWNED_RESOURCES: OwnedResource[] = [
   { resourceType: 'usergroup', created: 'UsergroupCreated', deleted: 'UsergroupDeleted' },
   { resourceType: 'dashboard', created: 'DashboardCreated', deleted: 'DashboardDeleted' },
   { resourceType: 'image', created: 'ImageUploaded', deleted: 'ImageDeleted' },
+  { resourceType: 'geofence', created: 'GeofenceCreated', deleted: 'GeofenceDeleted' },
 ];

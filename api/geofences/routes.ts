@@ -1,0 +1,102 @@
+import { Router } from 'express';
+import { sql } from 'kysely';
+import type { Deps } from '../deps.js';
+import { requestContext, write } from '../deps.js';
+import { principalOf } from '../http.js';
+import { readableBy, requireAccess } from '../access.js';
+import type { Principal } from '../auth/principal.js';
+import { checkFenceGeometry } from './postgis.js';
+import { GEOFENCE_NOT_FOUND, geofenceDecider, geofenceFields, geofenceStream, type GeofenceFields } from '../../domain/geofences/geofence.js';
+import type { Polygon } from '../../domain/geofences/fence.js';
+import { ForbiddenError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
+import { newResourceId } from '../../domain/shared/ids.js';
+import type { GeofencesTable } from '../../projections/geofences.js';
+
+type Body = { fence: Polygon; ref?: string; refType?: 'device' };
+type Row = Pick<GeofencesTable, 'id' | 'fence' | 'ref' | 'ref_type' | 'created_by' | 'created_at' | 'updated_at'>;
+
+const COLUMNS = ['id', 'fence', 'ref', 'ref_type', 'created_by', 'created_at', 'updated_at'] as const;
+
+const toGeofence = (row: Row) => ({
+  _id: row.id,
+  fence: row.fence,
+  ref: row.ref,
+  refType: row.ref_type,
+  createdBy: row.created_by,
+  createdAt: row.created_at.toISOString(),
+  updatedAt: row.updated_at.toISOString(),
+});
+
+const selectGeofence = (deps: Deps, id: string) => deps.db.selectFrom('geofences').select(COLUMNS).where('id', '=', id).executeTakeFirstOrThrow();
+
+/**
+ * The body's rules in order: shape (OpenAPI), ring (domain), geometry
+ * (PostGIS), then the linked device. Tracking writes to the linked device,
+ * so linking needs write access to it; a device the caller cannot read is
+ * reported as not a device, so its existence does not leak.
+ */
+async function checkedFields(deps: Deps, principal: Principal, body: Body): Promise<GeofenceFields> {
+  const fields = geofenceFields(body);
+  await checkFenceGeometry(deps.db, fields.fence, 'fence.coordinates.0');
+  if (fields.ref !== null) {
+    try {
+      await requireAccess(deps, principal, fields.ref, 'write');
+    } catch (error) {
+      if (error instanceof NotFoundError) throw ValidationError.field('ref', 'is not a device you can read');
+      if (error instanceof ForbiddenError) throw ValidationError.field('ref', 'is a device you cannot write; tracking updates the linked device');
+      throw error;
+    }
+    const { rows } = await sql`SELECT 1 FROM devices WHERE id = ${fields.ref}`.execute(deps.db);
+    if (rows.length === 0) throw ValidationError.field('ref', 'is not a device you can read');
+  }
+  return fields;
+}
+
+export function geofenceRoutes(deps: Deps): Router {
+  const router = Router();
+
+  router.post('/api/geofences', async (req, res) => {
+    const fields = await checkedFields(deps, principalOf(req), req.body as Body);
+    const id = newResourceId();
+    const context = requestContext(deps, req);
+    await write(deps, context, geofenceStream(id), geofenceDecider, { type: 'CreateGeofence', id, fields, createdBy: context.actor, at: context.now });
+    res.status(201).json(toGeofence(await selectGeofence(deps, id)));
+  });
+
+  router.get('/api/geofences', async (req, res) => {
+    const { ref, limit, offset } = req.query as unknown as { ref?: string; limit?: number; offset?: number };
+    let query = deps.db
+      .selectFrom('geofences')
+      .select(COLUMNS)
+      .where(readableBy(principalOf(req), 'geofences.id'));
+    if (ref !== undefined) query = query.where('ref', '=', ref);
+    const rows = await query.orderBy('created_at').orderBy('id').limit(limit ?? 1000).offset(offset ?? 0).execute();
+    res.json(rows.map(toGeofence));
+  });
+
+  router.get('/api/geofences/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', GEOFENCE_NOT_FOUND);
+    res.json(toGeofence(await selectGeofence(deps, id)));
+  });
+
+  router.put('/api/geofences/:id', async (req, res) => {
+    const id = req.params.id as string;
+    const principal = principalOf(req);
+    await requireAccess(deps, principal, id, 'write', GEOFENCE_NOT_FOUND);
+    const fields = await checkedFields(deps, principal, req.body as Body);
+    const context = requestContext(deps, req);
+    await write(deps, context, geofenceStream(id), geofenceDecider, { type: 'ReplaceGeofence', id, fields, at: context.now });
+    res.json(toGeofence(await selectGeofence(deps, id)));
+  });
+
+  router.delete('/api/geofences/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'write', GEOFENCE_NOT_FOUND);
+    const context = requestContext(deps, req);
+    await write(deps, context, geofenceStream(id), geofenceDecider, { type: 'DeleteGeofence', id, at: context.now });
+    res.status(204).end();
+  });
+
+  return router;
+}

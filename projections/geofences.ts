@@ -1,0 +1,72 @@
+import { sql, type Transaction } from 'kysely';
+import type { Database } from './database.js';
+import type { Projection } from './runner.js';
+import type { RecordedEvent } from '../domain/shared/events.js';
+import type { GeofenceEvent } from '../domain/geofences/geofence.js';
+import type { Polygon } from '../domain/geofences/fence.js';
+
+export interface GeofencesTable {
+  id: string;
+  /** The polygon exactly as sent, for answering. */
+  fence: Polygon;
+  /** The same polygon as `geometry(Polygon, 4326)`, GiST-indexed; only ever used inside SQL. */
+  geom: unknown;
+  ref: string | null;
+  ref_type: string | null;
+  created_by: string;
+  revision: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface GeofencePresenceTable {
+  tracker_id: string;
+  asset_id: string;
+}
+
+export interface GeofencesTables {
+  geofences: GeofencesTable;
+  geofence_presence: GeofencePresenceTable;
+}
+
+/** A GeoJSON polygon as a PostGIS geometry in WGS 84. */
+export const geometryOf = (fence: Polygon) => sql`ST_SetSRID(ST_GeomFromGeoJSON(${JSON.stringify(fence)}), 4326)`;
+
+const EVENTS = new Set(['GeofenceCreated', 'GeofenceReplaced', 'GeofenceDeleted']);
+
+/** Geofences, guarded by stream revision, so applying a batch again ends in the same rows. */
+export const geofencesProjection: Projection = {
+  name: 'geofences',
+  tables: ['geofence_presence', 'geofences'],
+  async apply(tx, batch) {
+    for (const event of batch) if (EVENTS.has(event.type)) await applyEvent(tx, event as RecordedEvent & GeofenceEvent);
+  },
+};
+
+async function applyEvent(tx: Transaction<Database>, event: RecordedEvent & GeofenceEvent): Promise<void> {
+  const id = event.data.id;
+  const at = new Date(event.data.at);
+  switch (event.type) {
+    case 'GeofenceCreated': {
+      const d = event.data;
+      await sql`INSERT INTO geofences (id, fence, geom, ref, ref_type, created_by, revision, created_at, updated_at)
+        VALUES (${id}, ${JSON.stringify(d.fence)}::jsonb, ${geometryOf(d.fence)}, ${d.ref}, ${d.refType}, ${d.createdBy}, ${event.revision}, ${at}, ${at})
+        ON CONFLICT (id) DO NOTHING`.execute(tx);
+      return;
+    }
+    case 'GeofenceReplaced': {
+      const d = event.data;
+      await sql`UPDATE geofences SET fence = ${JSON.stringify(d.fence)}::jsonb, geom = ${geometryOf(d.fence)}, ref = ${d.ref}, ref_type = ${d.refType},
+          revision = ${event.revision}, updated_at = ${at}
+        WHERE id = ${id} AND revision < ${event.revision}`.execute(tx);
+      return;
+    }
+    case 'GeofenceDeleted':
+      await tx.deleteFrom('geofences').where('id', '=', id).execute();
+      return;
+    default: {
+      const _: never = event;
+      return _;
+    }
+  }
+}
