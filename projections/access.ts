@@ -52,7 +52,9 @@ export const accessProjection: Projection = {
     for (const event of batch) {
       const created = CREATED.get(event.type);
       if (created) {
-        const data = event.data as { id: string; createdBy: string };
+        const data = event.data as { id?: unknown; createdBy?: unknown };
+        // Created by a component rather than a user (no `createdBy`): nobody gets creator rights.
+        if (typeof data.id !== 'string' || typeof data.createdBy !== 'string') continue;
         await upsertRight(tx, { resource_type: created, resource_id: data.id, subject_type: 'user', subject_id: data.createdBy, scope: [...CREATOR_SCOPE] });
         continue;
       }
