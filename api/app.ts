@@ -38,8 +38,6 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     res.setHeader('X-Request-Id', req.id);
     next();
   });
-  app.use(express.json({ limit: JSON_LIMIT }));
-
   app.get('/api/openapi.json', (_req, res) => {
     res.json(openapi);
   });
@@ -48,6 +46,12 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     const { ready, detail } = await routes.health();
     res.status(ready ? 200 : 503).json({ status: ready ? 'ok' : 'starting', ...detail });
   });
+
+  // Authentication comes before body parsing and validation: an anonymous caller gets 401, never a verdict on its body.
+  const auth = authenticate(deps);
+  const isPublic = publicOperations(openapi);
+  app.use((req, res, next) => (isPublic(req.method, req.path) ? next() : auth(req, res, next)));
+  app.use(express.json({ limit: JSON_LIMIT }));
 
   for (const parser of routes.parsers ?? []) app.use(parser);
   app.use(
@@ -62,13 +66,6 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     }),
   );
 
-  const auth = authenticate(deps);
-  const isPublic: RequestHandler = (req, res, next) => {
-    const operation = (req as unknown as { openapi?: { schema?: { security?: unknown[] } } }).openapi?.schema;
-    if (Array.isArray(operation?.security) && operation.security.length === 0) return next();
-    return auth(req, res, next);
-  };
-  app.use(isPublic);
   app.use(authorizeMethod(deps));
 
   for (const router of routes.routers) app.use(router);
@@ -76,4 +73,18 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   app.use((_req, _res, next) => next(new NotFoundError()));
   app.use(errorHandler);
   return app;
+}
+
+/** The operations the document marks `security: []`, as a matcher on method and path. */
+function publicOperations(openapi: OpenApiDocument): (method: string, path: string) => boolean {
+  const open: { method: string; pattern: RegExp }[] = [];
+  for (const [template, item] of Object.entries(openapi.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      const security = (operation as { security?: unknown[] }).security;
+      if (!Array.isArray(security) || security.length > 0) continue;
+      const pattern = new RegExp('^' + template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '/?$');
+      open.push({ method: method.toUpperCase(), pattern });
+    }
+  }
+  return (method, path) => open.some((o) => o.method === method && o.pattern.test(path));
 }

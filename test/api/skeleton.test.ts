@@ -52,4 +52,9 @@ api('when the OpenAPI document is asked for, then it is served as JSON', async (
   assert.ok(res.body.paths['/api/auth/local']);
 });
 
+api('when an anonymous caller sends a bad body, then 401 comes before any verdict on the body', async ({ t }) => {
+  const res = await t.call('POST', '/api/usergroups', { token: null, body: { name: 1 } });
+  assert.is(res.status, 401);
+});
+
 api.run();
