@@ -73,7 +73,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
   await bootstrapAdmin(deps);
 
   const app = createApp(deps, loadOpenApi(), {
-    parsers: [imageUploadParser(deps)],
+    parsers: [imageUploadParser()],
     routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps)],
     health: async () => {
       const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);

@@ -5,7 +5,6 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
-import { verifyToken } from '../auth/tokens.js';
 import { detectImage } from '../../domain/images/detect.js';
 import { imageDecider, imageStream, type ImageCategory, type ImageRecord } from '../../domain/images/image.js';
 import { newResourceId } from '../../domain/shared/ids.js';
@@ -30,18 +29,16 @@ const toImage = (row: Pick<ImagesTable, 'id' | 'name' | 'category' | 'content_ty
 /**
  * Parses the upload form of `POST /api/images` (in memory, bounded) before
  * request validation, so the OpenAPI document checks `name`, `category` and
- * the presence of `image` like any other body. Only a caller with a valid
- * token gets a body read at all; anyone else goes on to the 401.
+ * the presence of `image` like any other body. It runs after authentication:
+ * an anonymous caller never gets a body read.
  */
-export function imageUploadParser(deps: Deps): RequestHandler {
+export function imageUploadParser(): RequestHandler {
   const upload = multer({
     storage: multer.memoryStorage(),
     limits: { fileSize: IMAGE_LIMIT_BYTES, files: 1, fields: 10, fieldSize: 4096, parts: 12 },
   }).single('image');
   return (req, res, next) => {
-    if (req.method !== 'POST' || req.path !== '/api/images' || !req.is('multipart/form-data')) return next();
-    const token = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
-    if (!token || !verifyToken(deps.jwtSecret, token)) return next();
+    if (req.method !== 'POST' || req.path !== '/api/images' || !req.principal || !req.is('multipart/form-data')) return next();
     upload(req, res, (error: unknown) => {
       if (!error) {
         // The file part stands in the body as the document's `image` (format binary); the bytes stay in `req.file`.
