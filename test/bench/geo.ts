@@ -1,0 +1,139 @@
+/**
+ * `npm run bench:geo`: the latency of `GET /api/iotnodes?geoquery=…` over
+ * 100,000 devices with positions, for a small fence (about 100 hits) and a
+ * fence over 10 % of the devices, next to the same PostGIS query issued
+ * directly with `pg` in the same run. The devices are inserted straight into
+ * the device read model (and their access rights into `access_rights`), not
+ * through events: this measures reads only. Requests run one at a time over a
+ * kept-alive connection; the page is the list's default (100, ordered by name).
+ * Prints one JSON object on stdout; progress goes to stderr.
+ */
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import { sql } from 'kysely';
+import { pino } from 'pino';
+import { startTestCluster, createTestDatabase } from '../support/cluster.js';
+import { loadConfig, type Config } from '../../api/config.js';
+import { startPlatform } from '../../api/platform.js';
+import { readableBy } from '../../api/access.js';
+import type { Principal } from '../../api/auth/principal.js';
+
+const DEVICES = 100_000;
+const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 400);
+const WARMUP = 50;
+const PAGE = 100;
+/** Devices are spread evenly over 10° × 10°, so a fence's share of that area is its share of the devices. */
+const AREA = { west: 0, south: 40, side: 10 };
+
+const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
+
+const square = (side: number): number[][] => {
+  const w = AREA.west + AREA.side / 2 - side / 2;
+  const s = AREA.south + AREA.side / 2 - side / 2;
+  const r = (x: number) => Number(x.toFixed(6));
+  return [[r(w), r(s)], [r(w + side), r(s)], [r(w + side), r(s + side)], [r(w), r(s + side)], [r(w), r(s)]];
+};
+
+function percentiles(ms: number[]): { p50: number; p99: number; mean: number } {
+  const sorted = [...ms].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+  const round = (x: number) => Math.round(x * 1000) / 1000;
+  return { p50: round(at(0.5)), p99: round(at(0.99)), mean: round(sorted.reduce((a, b) => a + b, 0) / sorted.length) };
+}
+
+async function measure(run: () => Promise<number>): Promise<{ p50: number; p99: number; mean: number; rows: number }> {
+  let rows = 0;
+  for (let i = 0; i < WARMUP; i++) rows = await run();
+  const times: number[] = [];
+  for (let i = 0; i < SAMPLES; i++) {
+    const started = performance.now();
+    rows = await run();
+    times.push(performance.now() - started);
+  }
+  return { ...percentiles(times), rows };
+}
+
+const cluster = await startTestCluster();
+const databaseUrl = await createTestDatabase();
+const sink = new Writable({ write: (_c, _e, done) => done() });
+const config: Config = {
+  ...loadConfig({}),
+  port: 0,
+  mqttPort: 0,
+  databaseUrl,
+  dataDir: process.env.TEST_DATA_DIR ?? '/tmp',
+  jwtSecret: 'bench-secret-that-is-long-enough-for-hs256-0123456789',
+  adminUsername: 'admin',
+  adminPassword: 'admin-password-1',
+  logLevel: 'warn',
+};
+const platform = await startPlatform(config, pino({ level: 'warn' }, sink));
+const client = new pg.Client({ connectionString: databaseUrl });
+await client.connect();
+try {
+  const db = platform.deps.db;
+  const admin = await db.selectFrom('users').select(['id', 'username', 'profile']).where('username', '=', 'admin').executeTakeFirstOrThrow();
+  const principal: Principal = { id: admin.id, username: admin.username, roles: admin.profile.attributes.roles ?? [] };
+
+  log(`inserting ${DEVICES} devices into the read model`);
+  await sql`SELECT setseed(0.42)`.execute(db);
+  await sql`INSERT INTO devices (id, doc, name, category, lnglat, created_by, revision, created_at, updated_at)
+    SELECT p.id, jsonb_build_object('name', 'device ' || p.n, 'category', 'bench', 'lnglat', ST_AsGeoJSON(p.pt)::jsonb),
+      'device ' || p.n, 'bench', p.pt, ${admin.id}, 0, now(), now()
+    FROM (SELECT n, lpad(to_hex(n), 24, '0') AS id,
+            ST_SetSRID(ST_MakePoint(${AREA.west} + random() * ${AREA.side}, ${AREA.south} + random() * ${AREA.side}), 4326) AS pt
+          FROM generate_series(1, ${DEVICES}) n) p`.execute(db);
+  await sql`INSERT INTO access_rights (resource_type, resource_id, subject_type, subject_id, scope)
+    SELECT 'device', id, 'user', ${admin.id}, ARRAY['admin', 'write', 'read', 'peek'] FROM devices`.execute(db);
+  await sql`ANALYZE devices`.execute(db);
+  await sql`ANALYZE access_rights`.execute(db);
+
+  const login = await fetch(`http://127.0.0.1:${platform.httpPort}/api/auth/local`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'admin', password: 'admin-password-1' }),
+  });
+  const { token } = (await login.json()) as { token: string };
+
+  const fences = { small: square(Math.sqrt((100 / DEVICES) * AREA.side ** 2)), tenPercent: square(Math.sqrt(0.1 * AREA.side ** 2)) };
+  const result: Record<string, unknown> = {
+    devices: DEVICES,
+    devicesInsertedVia: 'read model (direct INSERT into devices and access_rights), not events',
+    page: PAGE,
+    samples: SAMPLES,
+    query: 'GET /api/iotnodes?geoquery=type:contains;coordinates=… (default page, ordered by name), caller with a right on every device',
+  };
+
+  for (const [name, ring] of Object.entries(fences)) {
+    const fence = JSON.stringify({ type: 'Polygon', coordinates: [ring] });
+    const { rows: count } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM devices WHERE ST_Contains(ST_SetSRID(ST_GeomFromGeoJSON(${fence}), 4326), lnglat)`.execute(db);
+    const url = `http://127.0.0.1:${platform.httpPort}/api/iotnodes?geoquery=${encodeURIComponent(`type:contains;coordinates=${JSON.stringify(ring)}`)}`;
+    // The list route's query: access filter, containment, its default order and page.
+    const direct = sql<{ id: string; doc: unknown }>`SELECT id, doc FROM devices
+      WHERE ${readableBy(principal, 'devices.id')} AND ST_Contains(ST_SetSRID(ST_GeomFromGeoJSON(${fence}), 4326), devices.lnglat)
+      ORDER BY lower(name) ASC NULLS LAST, id LIMIT ${PAGE} OFFSET 0`.compile(db);
+
+    log(`${name}: ${count[0]!.n} devices inside; measuring the API`);
+    const api = await measure(async () => {
+      const res = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+      if (res.status !== 200) throw new Error(`geoquery answered ${res.status}: ${await res.text()}`);
+      return ((await res.json()) as unknown[]).length;
+    });
+    log(`${name}: measuring the direct query`);
+    const pgDirect = await measure(async () => (await client.query(direct.sql, direct.parameters as unknown[])).rowCount ?? 0);
+    result[name] = {
+      fence: ring,
+      hits: count[0]!.n,
+      api,
+      direct: pgDirect,
+      apiOverheadP50Ms: Math.round((api.p50 - pgDirect.p50) * 1000) / 1000,
+    };
+  }
+  const small = result.small as { apiOverheadP50Ms: number };
+  result.aim = { apiOverheadP50MsBelow: 2, met: small.apiOverheadP50Ms < 2 };
+  process.stdout.write(JSON.stringify(result, null, 2) + '\n');
+} finally {
+  await client.end();
+  await platform.stop();
+  await cluster.stop();
+}
