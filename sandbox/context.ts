@@ -1,0 +1,402 @@
+/**
+ * One warm translator context: its own WebAssembly instance of QuickJS, one
+ * runtime, one context with lodash, Buffer, the harness and the uploaded code
+ * already evaluated. A context is used by one call at a time (calls are
+ * synchronous) and is thrown away after any failure of the code it runs.
+ *
+ * Why an instance per context rather than many runtimes in one instance:
+ * - The prebuilt engine cannot measure allocation sizes ("malloc_usable_size
+ *   unavailable"), so `setMemoryLimit` only counts allocations, and a script
+ *   pushing 1 MiB strings grows the shared WebAssembly memory to 2 GiB. Here
+ *   the instance's memory has a fixed maximum, so the heap limit is real.
+ * - Disposing a runtime after an out-of-memory error can abort the whole
+ *   WebAssembly module (quickjs-emscripten issues #235, #257, #269). An abort
+ *   in a private instance takes nothing else with it.
+ */
+import {
+  newQuickJSWASMModuleFromVariant,
+  newVariant,
+  RELEASE_SYNC,
+  shouldInterruptAfterDeadline,
+  type QuickJSContext,
+  type QuickJSHandle,
+  type QuickJSRuntime,
+} from 'quickjs-emscripten';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { TranslatorError, type TranslatorErrorKind } from './errors.js';
+import { HARNESS_SOURCE, MAX_LOG_LINE_LENGTH, MAX_LOG_LINES, type ThrownError } from './harness.js';
+import { preludeSource } from './prelude.js';
+import type { NonFinite } from './result.js';
+
+/** Heap a translator may use, as the platform's limits promise. */
+export const MEMORY_LIMIT_BYTES = 16 * 1024 * 1024;
+/** Well under what the host's own stack can carry: QuickJS frames also use V8 stack for the WebAssembly calls. */
+export const MAX_STACK_BYTES = 128 * 1024;
+export const CALL_TIMEOUT_MS = 1000;
+/** Upload size cap for translator code, in UTF-8 bytes. */
+export const MAX_CODE_BYTES = 256 * 1024;
+/** Cap on the JSON a call may hand back. */
+export const MAX_RESULT_CHARS = 1024 * 1024;
+
+export const CODE_FILENAME = 'translator.js';
+
+const PAGE_BYTES = 64 * 1024;
+/** The engine's minimum memory: 5 MiB of C stack, static data, and the start of the heap. */
+const ENGINE_INITIAL_PAGES = 256;
+/** What the engine and lodash/Buffer/harness take before the translator allocates anything. */
+const ENGINE_RESERVED_BYTES = 7 * 1024 * 1024;
+const MEMORY_MAX_PAGES = Math.max(ENGINE_INITIAL_PAGES, Math.ceil((ENGINE_RESERVED_BYTES + MEMORY_LIMIT_BYTES) / PAGE_BYTES));
+/** Evaluating lodash takes tens of milliseconds; give it room on a loaded machine. */
+const PRELUDE_TIMEOUT_MS = 10_000;
+/** Reading back logs after a failure is best effort and must not stall the caller. */
+const RECOVERY_TIMEOUT_MS = 50;
+
+/** The slice of the WebAssembly global used here (the project's lib settings do not declare it). */
+interface WasmApi {
+  compile(bytes: Uint8Array): Promise<object>;
+  Memory: new (descriptor: { initial: number; maximum: number }) => object;
+}
+const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
+
+let compiled: Promise<object> | undefined;
+
+/** The engine's WebAssembly, compiled once per process and instantiated per context. */
+function engineModule(): Promise<object> {
+  compiled ??= (async () => {
+    const fromQuickJS = createRequire(createRequire(import.meta.url).resolve('quickjs-emscripten'));
+    const bytes = await readFile(fromQuickJS.resolve('@jitl/quickjs-wasmfile-release-sync/wasm'));
+    return wasm.compile(bytes);
+  })();
+  return compiled;
+}
+
+/** A successful call, before the output check. */
+export interface Returned {
+  returned: unknown;
+  nonFinite: NonFinite[];
+  logs: string[];
+}
+
+export interface ContextLimits {
+  timeoutMs: number;
+}
+
+const LOCATION = new RegExp(`${CODE_FILENAME.replace('.', '\\.')}:(\\d+)(?::(\\d+))?`);
+
+function locate(stack: string): { line?: number; column?: number } {
+  const match = LOCATION.exec(stack);
+  if (!match) return {};
+  return { line: Number(match[1]), ...(match[2] === undefined ? {} : { column: Number(match[2]) }) };
+}
+
+function at(location: { line?: number; column?: number }): string {
+  if (location.line === undefined) return '';
+  return location.column === undefined ? ` (line ${location.line})` : ` (line ${location.line}, column ${location.column})`;
+}
+
+const INTERRUPTED: ThrownError = { name: 'InternalError', message: 'interrupted', stack: '' };
+
+/** Maps what the engine threw to the error kinds callers log. */
+function classify(thrown: ThrownError, timedOut: boolean, logs: string[], timeoutMs: number): TranslatorError {
+  if (timedOut || (thrown.name === 'InternalError' && thrown.message === 'interrupted')) {
+    return new TranslatorError('timeout', `timed out: the code did not finish within ${timeoutMs} ms`, { logs });
+  }
+  const location = locate(thrown.stack);
+  if (thrown.name === 'InternalError' && /out of memory/.test(thrown.message)) {
+    return new TranslatorError('memory', `out of memory: the translator exceeded its ${MEMORY_LIMIT_BYTES / 1024 / 1024} MiB heap${at(location)}`, { ...location, logs });
+  }
+  // When even the error object cannot be allocated, the engine throws null.
+  if (thrown.name === 'Thrown value' && thrown.message === 'null') {
+    return new TranslatorError('memory', `out of memory: the translator exceeded its ${MEMORY_LIMIT_BYTES / 1024 / 1024} MiB heap (the engine threw null)`, { logs });
+  }
+  if (thrown.name === 'InternalError' && /stack overflow/.test(thrown.message)) {
+    return new TranslatorError('memory', `stack overflow: recursion too deep${at(location)}`, { ...location, logs });
+  }
+  const message = `${thrown.name}: ${thrown.message}`.slice(0, 2000);
+  return new TranslatorError('runtime', `${message}${at(location)}`, { ...location, logs });
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function asThrown(value: unknown): ThrownError {
+  if (!isRecord(value)) return { name: 'Error', message: String(value), stack: '' };
+  return {
+    name: typeof value.name === 'string' ? value.name : 'Error',
+    message: typeof value.message === 'string' ? value.message : String(value.message),
+    stack: typeof value.stack === 'string' ? value.stack : '',
+  };
+}
+
+/** Reads an error the engine handed back; dumping can run translator code (getters), so it may fail. */
+function describeHandle(context: QuickJSContext, handle: QuickJSHandle): ThrownError {
+  try {
+    return asThrown(context.dump(handle));
+  } catch {
+    return { name: 'Error', message: 'an error that could not be described', stack: '' };
+  }
+}
+
+/** Logs come from the sandbox; keep the host's own bounds on them. */
+function asLogs(value: unknown): string[] {
+  if (!Array.isArray(value)) return [];
+  return value.slice(0, MAX_LOG_LINES + 1).map((line) => String(line).slice(0, MAX_LOG_LINE_LENGTH + 1));
+}
+
+function asNonFinite(value: unknown): NonFinite[] {
+  if (!Array.isArray(value)) return [];
+  return value.filter(isRecord).map((entry) => ({ path: String(entry.path), value: String(entry.value) }));
+}
+
+/** Frees a handle or a runtime without letting a dead engine throw at the caller. */
+function release(thing: { alive: boolean; dispose(): void } | undefined): void {
+  try {
+    if (thing?.alive) thing.dispose();
+  } catch {
+    // The instance is being dropped; whatever it could not free goes with it.
+  }
+}
+
+export class TranslatorContext {
+  private timedOut = false;
+  private failed = false;
+
+  private constructor(
+    private readonly runtime: QuickJSRuntime,
+    private readonly context: QuickJSContext,
+    private readonly harness: QuickJSHandle,
+    private readonly callFn: QuickJSHandle,
+    private readonly logsFn: QuickJSHandle,
+    private readonly limits: ContextLimits,
+  ) {}
+
+  /** True once the context ran into a failure; it must then be disposed, never reused. */
+  get broken(): boolean {
+    return this.failed;
+  }
+
+  /**
+   * Builds a context for `code`. Throws TranslatorError for problems in the
+   * code (kind `upload` for size, syntax and a missing `translate`; the run
+   * time kinds when its top level times out, runs out of memory or throws).
+   */
+  static async create(code: string, limits: ContextLimits): Promise<TranslatorContext> {
+    if (Buffer.byteLength(code, 'utf8') > MAX_CODE_BYTES) {
+      throw new TranslatorError('upload', `code is larger than ${MAX_CODE_BYTES / 1024} KiB`);
+    }
+    const quickjs = await newQuickJSWASMModuleFromVariant(
+      newVariant(RELEASE_SYNC, {
+        wasmModule: await engineModule(),
+        wasmMemory: new wasm.Memory({ initial: ENGINE_INITIAL_PAGES, maximum: MEMORY_MAX_PAGES }),
+      }),
+    );
+    const runtime = quickjs.newRuntime();
+    runtime.setMemoryLimit(MEMORY_LIMIT_BYTES);
+    runtime.setMaxStackSize(MAX_STACK_BYTES);
+    const context = runtime.newContext();
+    const handles: QuickJSHandle[] = [];
+    const abandon = () => {
+      handles.forEach(release);
+      release(context);
+      release(runtime);
+    };
+    try {
+      const timedOut = { value: false };
+      const arm = (ms: number) => {
+        const due = shouldInterruptAfterDeadline(Date.now() + ms);
+        timedOut.value = false;
+        runtime.setInterruptHandler((rt) => (timedOut.value = due(rt) === true));
+      };
+      const evaluate = (source: string, filename: string, compileOnly = false): QuickJSHandle | ThrownError => {
+        const outcome = context.evalCode(source, filename, { type: 'global', compileOnly });
+        if (outcome.error) {
+          const thrown = describeHandle(context, outcome.error);
+          outcome.error.dispose();
+          return thrown;
+        }
+        return outcome.value;
+      };
+      const isThrown = (value: QuickJSHandle | ThrownError): value is ThrownError => !('alive' in value);
+
+      arm(PRELUDE_TIMEOUT_MS);
+      const prelude = evaluate(preludeSource(), 'prelude.js');
+      if (isThrown(prelude)) throw new Error(`sandbox prelude failed: ${prelude.name}: ${prelude.message}`);
+      prelude.dispose();
+      const harness = evaluate(HARNESS_SOURCE, 'harness.js');
+      if (isThrown(harness)) throw new Error(`sandbox harness failed: ${harness.name}: ${harness.message}`);
+      handles.push(harness);
+      const callFn = context.getProp(harness, 'call');
+      handles.push(callFn);
+      const logsFn = context.getProp(harness, 'logs');
+      handles.push(logsFn);
+      const resolveFn = context.getProp(harness, 'resolve');
+      handles.push(resolveFn);
+
+      // Compiling first tells syntax errors apart from a SyntaxError the
+      // code's top level throws at run time.
+      arm(limits.timeoutMs);
+      const compiledCode = evaluate(code, CODE_FILENAME, true);
+      if (isThrown(compiledCode)) {
+        const location = locate(compiledCode.stack);
+        throw new TranslatorError('upload', `${compiledCode.name}: ${compiledCode.message}${at(location)}`, location);
+      }
+      compiledCode.dispose();
+
+      arm(limits.timeoutMs);
+      const ran = evaluate(code, CODE_FILENAME);
+      if (isThrown(ran)) throw classify(ran, timedOut.value, [], limits.timeoutMs);
+      ran.dispose();
+      if (timedOut.value) throw classify(INTERRUPTED, true, [], limits.timeoutMs);
+      if (runtime.hasPendingJob()) {
+        throw new TranslatorError('upload', 'the code leaves promise jobs pending; promises never settle here, translate must be synchronous');
+      }
+
+      arm(limits.timeoutMs);
+      const resolved = context.callFunction(resolveFn, context.undefined);
+      if (resolved.error) {
+        const thrown = describeHandle(context, resolved.error);
+        resolved.error.dispose();
+        throw classify(thrown, timedOut.value, [], limits.timeoutMs);
+      }
+      const defined = context.dump(resolved.value) === true;
+      resolved.value.dispose();
+      release(handles.pop());
+      if (!defined) throw new TranslatorError('upload', 'the code does not define a function named translate');
+
+      return new TranslatorContext(runtime, context, harness, callFn, logsFn, limits);
+    } catch (error) {
+      abandon();
+      throw error;
+    }
+  }
+
+  /**
+   * Calls translate with the JSON-encoded argument list. Returns the raw
+   * return value; throws TranslatorError for failures of the code (and then
+   * the context is broken) or for return values that cannot cross (and then it
+   * is not).
+   */
+  call(argsJson: string): Returned {
+    if (this.failed) throw new Error('a broken translator context was reused');
+    const { context } = this;
+    let json: string;
+    const arg = context.newString(argsJson);
+    try {
+      this.arm(this.limits.timeoutMs);
+      const outcome = context.callFunction(this.callFn, context.undefined, arg);
+      if (outcome.error) {
+        this.failed = true;
+        const timedOut = this.timedOut;
+        const thrown = timedOut ? INTERRUPTED : this.recover(() => describeHandle(context, outcome.error));
+        release(outcome.error);
+        throw classify(thrown ?? { name: 'Error', message: 'the engine failed', stack: '' }, timedOut, this.recoverLogs(), this.limits.timeoutMs);
+      }
+      json = context.getString(outcome.value);
+      outcome.value.dispose();
+      // An async function turns even the deadline's uncatchable interrupt
+      // into a rejected promise, so a call can return after timing out.
+      if (this.timedOut) {
+        this.failed = true;
+        throw classify(INTERRUPTED, true, this.logsOf(json), this.limits.timeoutMs);
+      }
+      // Promise jobs never run here; a context holding some would carry them
+      // into the next call, so it is replaced (this result still stands).
+      if (this.runtime.hasPendingJob()) this.failed = true;
+    } catch (error) {
+      if (error instanceof TranslatorError) throw error;
+      // A trap inside the engine itself (e.g. the host's stack ran out).
+      this.failed = true;
+      const message = error instanceof Error ? error.message : String(error);
+      const kind: TranslatorErrorKind = /call stack/i.test(message) ? 'memory' : 'runtime';
+      throw new TranslatorError(kind, `the sandbox engine failed: ${message}`);
+    } finally {
+      release(arg);
+    }
+    return this.open(json);
+  }
+
+  private open(json: string): Returned {
+    if (json.length > MAX_RESULT_CHARS) {
+      throw new TranslatorError('result', `the return value is larger than ${MAX_RESULT_CHARS / 1024} KiB as JSON`);
+    }
+    let envelope: unknown;
+    try {
+      envelope = JSON.parse(json);
+    } catch {
+      this.failed = true;
+      throw new TranslatorError('runtime', 'the sandbox returned malformed data');
+    }
+    if (!isRecord(envelope)) {
+      this.failed = true;
+      throw new TranslatorError('runtime', 'the sandbox returned malformed data');
+    }
+    const logs = asLogs(envelope.logs);
+    if ('ok' in envelope) return { returned: envelope.ok, nonFinite: asNonFinite(envelope.nonFinite), logs };
+    if ('threw' in envelope) {
+      this.failed = true;
+      throw classify(asThrown(envelope.threw), false, logs, this.limits.timeoutMs);
+    }
+    if ('returnedType' in envelope) {
+      throw new TranslatorError('result', `translate must return an object like {result: {...}} or {}, it returned ${String(envelope.returnedType)}`, { logs });
+    }
+    if ('unserializable' in envelope) {
+      const thrown = asThrown(envelope.unserializable);
+      throw new TranslatorError('result', `the return value cannot be encoded as JSON: ${thrown.name}: ${thrown.message}`, { logs });
+    }
+    this.failed = true;
+    throw new TranslatorError('runtime', 'the sandbox returned malformed data');
+  }
+
+  private logsOf(json: string): string[] {
+    try {
+      const envelope: unknown = JSON.parse(json);
+      return isRecord(envelope) ? asLogs(envelope.logs) : [];
+    } catch {
+      return [];
+    }
+  }
+
+  private arm(ms: number): void {
+    const due = shouldInterruptAfterDeadline(Date.now() + ms);
+    this.timedOut = false;
+    this.runtime.setInterruptHandler((rt) => (this.timedOut = due(rt) === true));
+  }
+
+  /** Runs a read-back on a failed context under a short deadline; undefined if that fails too. */
+  private recover<T>(read: () => T): T | undefined {
+    try {
+      this.arm(RECOVERY_TIMEOUT_MS);
+      return read();
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The logs of a call that died before it could return them. */
+  private recoverLogs(): string[] {
+    return (
+      this.recover(() => {
+        const { context } = this;
+        const outcome = context.callFunction(this.logsFn, context.undefined);
+        if (outcome.error) {
+          outcome.error.dispose();
+          return [];
+        }
+        const json = context.getString(outcome.value);
+        outcome.value.dispose();
+        return asLogs(JSON.parse(json));
+      }) ?? []
+    );
+  }
+
+  dispose(): void {
+    this.failed = true;
+    release(this.logsFn);
+    release(this.callFn);
+    release(this.harness);
+    release(this.context);
+    release(this.runtime);
+  }
+}
