@@ -22,40 +22,14 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
 
   async function append(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult> {
     if (events.length === 0) throw new Error('append needs at least one event');
-    const n = events.length;
-    const params: unknown[] = [
-      streamId,
-      n,
-      events.map((e) => e.id),
-      events.map((e) => e.type),
-      events.map((e) => JSON.stringify(e.data)),
-      events.map((e) => JSON.stringify(e.metadata)),
-    ];
-    let claim: string;
-    if (expected === 'any') {
-      claim = `INSERT INTO es.streams AS s (stream_id, revision) VALUES ($1, $2 - 1)
-               ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision + $2
-               RETURNING s.revision - $2 AS base`;
-    } else if (expected === 'no_stream') {
-      claim = `INSERT INTO es.streams (stream_id, revision) VALUES ($1, $2 - 1)
-               ON CONFLICT (stream_id) DO NOTHING
-               RETURNING -1::bigint AS base`;
-    } else if (expected === 'exists') {
-      claim = `UPDATE es.streams SET revision = revision + $2 WHERE stream_id = $1
-               RETURNING revision - $2 AS base`;
-    } else {
-      params.push(expected);
-      claim = `UPDATE es.streams SET revision = revision + $2 WHERE stream_id = $1 AND revision = $7
-               RETURNING revision - $2 AS base`;
-    }
-    const text = `WITH claim AS (${claim})
-      INSERT INTO es.events (stream_id, revision, event_id, type, data, metadata)
-      SELECT $1, claim.base + e.ord, e.id, e.type, e.data::jsonb, e.meta::jsonb
-      FROM claim, unnest($3::uuid[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS e(id, type, data, meta, ord)
-      RETURNING revision, transaction_id::text AS tx, global_position`;
+    // One JSON document for the whole batch: a single parameter that the server parses once.
+    const params: unknown[] = [streamId, events.length, JSON.stringify(events.map((e) => [e.id, e.type, e.data, e.metadata]))];
+    const kind = expected === 'any' || expected === 'no_stream' || expected === 'exists' ? expected : 'revision';
+    if (kind === 'revision') params.push(expected);
     let rows: { revision: string; tx: string; global_position: string }[];
     try {
-      rows = (await pool.query(text, params)).rows;
+      // Named, so each connection parses and plans it once.
+      rows = (await pool.query({ name: `es_append_${kind}`, text: APPEND[kind], values: params })).rows;
     } catch (error) {
       if (isUniqueViolation(error)) {
         const replay = await alreadyStored(streamId, events);
@@ -70,9 +44,39 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
       if (replay) return replay;
       throw await conflict(streamId, expected);
     }
-    const last = rows[rows.length - 1]!;
+    const last = rows[0]!;
     appended.emit('append');
     return { nextRevision: Number(last.revision), position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) } };
+  }
+
+  async function appendMany(appends: { streamId: string; events: NewEvent[] }[]): Promise<void> {
+    const streams = appends.filter((a) => a.events.length > 0);
+    if (streams.length === 0) return;
+    const flat = streams.flatMap((a) => a.events.map((e, i) => ({ streamId: a.streamId, e, ord: i + 1 })));
+    // One statement: claim every stream's revisions, then insert the events in the given order.
+    await pool.query(
+      `WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS i(stream_id, n)),
+       claim AS (
+         INSERT INTO es.streams AS s (stream_id, revision) SELECT stream_id, n - 1 FROM input ORDER BY stream_id
+         ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision + EXCLUDED.revision + 1
+         RETURNING s.stream_id, s.revision)
+       INSERT INTO es.events (stream_id, revision, event_id, type, data, metadata)
+       SELECT e.stream_id, c.revision - i.n + e.ord, e.id, e.type, e.data::jsonb, e.meta::jsonb
+       FROM unnest($3::text[], $4::bigint[], $5::uuid[], $6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS e(stream_id, ord, id, type, data, meta, pos)
+       JOIN claim c ON c.stream_id = e.stream_id JOIN input i ON i.stream_id = e.stream_id
+       ORDER BY e.pos`,
+      [
+        streams.map((a) => a.streamId),
+        streams.map((a) => a.events.length),
+        flat.map((x) => x.streamId),
+        flat.map((x) => x.ord),
+        flat.map((x) => x.e.id),
+        flat.map((x) => x.e.type),
+        flat.map((x) => JSON.stringify(x.e.data)),
+        flat.map((x) => JSON.stringify(x.e.metadata)),
+      ],
+    );
+    appended.emit('append');
   }
 
   /**
@@ -169,11 +173,39 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     };
   }
 
-  return { kind: 'postgres', append, readStream, readAll, subscribe, close: async () => {} };
+  return { kind: 'postgres', append, appendMany, readStream, readAll, subscribe, close: async () => {} };
 }
 
 /** A `pg.Pool`, or a client (possibly inside a transaction). */
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+
+/** How each expectation claims the revisions: the claim yields the revision before the first new event. */
+const CLAIMS = {
+  any: `INSERT INTO es.streams AS s (stream_id, revision) VALUES ($1, $2 - 1)
+        ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision + $2
+        RETURNING s.revision - $2 AS base`,
+  no_stream: `INSERT INTO es.streams (stream_id, revision) VALUES ($1, $2 - 1)
+        ON CONFLICT (stream_id) DO NOTHING
+        RETURNING -1::bigint AS base`,
+  exists: `UPDATE es.streams SET revision = revision + $2 WHERE stream_id = $1
+        RETURNING revision - $2 AS base`,
+  revision: `UPDATE es.streams SET revision = revision + $2 WHERE stream_id = $1 AND revision = $4
+        RETURNING revision - $2 AS base`,
+};
+
+/** One statement per append: claim the revisions, insert the events, answer with the last one (none when the claim failed). */
+const APPEND = Object.fromEntries(
+  Object.entries(CLAIMS).map(([kind, claim]) => [
+    kind,
+    `WITH claim AS (${claim}),
+     inserted AS (
+       INSERT INTO es.events (stream_id, revision, event_id, type, data, metadata)
+       SELECT $1, claim.base + e.ord, (e.v->>0)::uuid, e.v->>1, e.v->2, e.v->3
+       FROM claim, jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(v, ord)
+       RETURNING revision, transaction_id, global_position)
+     SELECT revision, transaction_id::text AS tx, global_position FROM inserted ORDER BY revision DESC LIMIT 1`,
+  ]),
+) as Record<keyof typeof CLAIMS, string>;
 
 const COLUMNS = `event_id, type, data, metadata, stream_id, revision, transaction_id::text AS tx, global_position`;
 

@@ -1,0 +1,161 @@
+/**
+ * `npm run bench:eventstore`: the PostgreSQL event store's throughput on a
+ * private cluster with durability on (fsync, synchronous commit), next to a
+ * baseline measured in the same run: plain single-row INSERT commits into an
+ * unindexed table. Prints one JSON object on stdout; progress goes to stderr.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { startPrivateCluster } from '../../migrations/cluster.js';
+import { migrateToLatest } from '../../migrations/index.js';
+import { createPostgresStore } from '../../domain/eventstore/postgres.js';
+import type { EventStore, ExpectedRevision } from '../../domain/eventstore/port.js';
+import type { NewEvent } from '../../domain/shared/events.js';
+
+const WRITERS = 8;
+const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 5000);
+const BATCH = 100;
+const CATCH_UP_MIN = 100_000;
+const CATCH_UP_BATCH = 1000; // what the projection runner asks for
+
+const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
+
+function event(i: number): NewEvent {
+  return {
+    id: randomUUID(),
+    type: 'MeasurementReceived',
+    data: { deviceId: '65a1f0c2e4b0a1b2c3d4e5f6', temperature: 20 + (i % 10) / 10, humidity: 40 + (i % 7), battery: 3.1 },
+    metadata: { actor: 'system:bench', correlationId: randomUUID(), time: new Date().toISOString() },
+  };
+}
+
+/** Runs `writers` loops for `ms`; each call of `step` returns how many units it did. */
+async function timed(ms: number, writers: number, step: (writer: number) => Promise<number>): Promise<number> {
+  const started = performance.now();
+  const until = started + ms;
+  const done = await Promise.all(
+    Array.from({ length: writers }, async (_, w) => {
+      let n = 0;
+      while (performance.now() < until) n += await step(w);
+      return n;
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  return done.reduce((a, b) => a + b, 0) / seconds;
+}
+
+/** Each writer appends to its own streams, with the expected revision it tracks. */
+function writer(store: EventStore, name: string, size: number) {
+  const revisions = new Map<string, number>();
+  let i = 0;
+  return async (w: number) => {
+    const stream = `${name}-${w}-${i++ % 16}`;
+    const expected: ExpectedRevision = revisions.get(stream) ?? 'no_stream';
+    const events = Array.from({ length: size }, (_, k) => event(i + k));
+    const result = await store.append(stream, events, expected);
+    revisions.set(stream, result.nextRevision);
+    return size;
+  };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'platform-bench-'));
+log(`starting a private cluster with durability on in ${dir}`);
+const cluster = startPrivateCluster(dir, 'bench');
+const cleanup = () => {
+  cluster.stop();
+  rmSync(dir, { recursive: true, force: true });
+};
+process.once('SIGINT', () => {
+  cleanup();
+  process.exit(130);
+});
+
+const pool = new pg.Pool({ connectionString: cluster.url('bench'), max: WRITERS + 1 });
+try {
+  const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: cluster.url('bench'), max: 2 }) }) });
+  await migrateToLatest(db);
+  await db.destroy();
+  const settings = Object.fromEntries(
+    (await pool.query<{ name: string; setting: string }>(`SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method')`)).rows.map(
+      (r) => [r.name, r.setting],
+    ),
+  );
+  const store = createPostgresStore(pool);
+
+  log('baseline: single-row INSERT commits into an unindexed table');
+  await pool.query('CREATE TABLE bench_baseline (writer int, n bigint, at timestamptz DEFAULT now())');
+  const clients = await Promise.all(Array.from({ length: WRITERS }, () => pool.connect()));
+  const baseline = await timed(PHASE_MS, WRITERS, async (w) => {
+    await clients[w]!.query('INSERT INTO bench_baseline (writer, n) VALUES ($1, $2)', [w, Date.now()]);
+    return 1;
+  });
+  for (const c of clients) c.release();
+
+  log('single-event appends');
+  const appends = await timed(PHASE_MS, WRITERS, writer(store, 'single', 1));
+
+  log(`${BATCH}-event appends`);
+  const batched = await timed(PHASE_MS, WRITERS, writer(store, 'batch', BATCH));
+
+  let total = Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM es.events')).rows[0]!.n);
+  if (total < CATCH_UP_MIN) {
+    log(`topping the store up to ${CATCH_UP_MIN} events`);
+    const fill = writer(store, 'fill', BATCH);
+    await Promise.all(
+      Array.from({ length: WRITERS }, async (_, w) => {
+        while (total < CATCH_UP_MIN) total += await fill(w);
+      }),
+    );
+    total = Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM es.events')).rows[0]!.n);
+  }
+
+  log(`subscription catch-up over ${total} events`);
+  let received = 0;
+  const started = performance.now();
+  let finished = 0;
+  await new Promise<void>((resolve, reject) => {
+    const subscription = store.subscribe({ after: null, batchSize: CATCH_UP_BATCH, onError: reject }, async (batch) => {
+      received += batch.length;
+      if (received >= total && !finished) {
+        finished = performance.now();
+        void subscription.stop().then(resolve);
+      }
+    });
+  });
+  const catchUp = received / ((finished - started) / 1000);
+
+  const round = (x: number) => Math.round(x);
+  const ratio = Math.round((appends / baseline) * 100) / 100;
+  console.log(
+    JSON.stringify(
+      {
+        durability: settings,
+        writers: WRITERS,
+        phaseSeconds: PHASE_MS / 1000,
+        singleEventAppendsPerSec: round(appends),
+        baselineInsertCommitsPerSec: round(baseline),
+        appendsToBaseline: ratio,
+        batchedEventsPerSec: round(batched),
+        eventsPerBatchedAppend: BATCH,
+        catchUpEventsPerSec: round(catchUp),
+        catchUpEvents: received,
+        catchUpBatchSize: CATCH_UP_BATCH,
+        aims: {
+          appends5000: appends >= 5000,
+          halfOfBaseline: ratio >= 0.5,
+          batched50000: batched >= 50_000,
+          catchUp50000: catchUp >= 50_000,
+        },
+      },
+      null,
+      2,
+    ),
+  );
+} finally {
+  await pool.end();
+  cleanup();
+}
