@@ -27,11 +27,18 @@ import type { EventStore } from '../domain/eventstore/port.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { allProjections } from '../projections/index.js';
 import type { Database } from '../projections/database.js';
+import { createIngest } from '../ingest/index.js';
+import { deviceRoutes } from './devices/routes.js';
+import { credentialsRoutes } from './credentials/routes.js';
+import { channelRoutes } from './channels/routes.js';
+import { logRoutes } from './logs/routes.js';
 
 export interface Platform {
   deps: Deps;
   /** The HTTP address actually bound (PORT=0 picks a free port). */
   httpPort: number;
+  /** The MQTT address actually bound (MQTT_PORT=0 picks a free port). */
+  mqttPort: number;
   stop(): Promise<void>;
 }
 
@@ -66,7 +73,9 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
   await migrateToLatest(db);
 
   const store: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
-  const projections = new ProjectionRunner(store, db, allProjections(), log);
+  // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
+  const ingest = await createIngest(store, db, log);
+  const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection], log);
   await projections.start();
 
   const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config) };
@@ -74,7 +83,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
 
   const app = createApp(deps, loadOpenApi(), {
     parsers: [imageUploadParser()],
-    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps)],
+    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps), channelRoutes(deps), logRoutes(deps)],
     health: async () => {
       const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);
       const ready = dbUp && projections.healthy;
@@ -88,12 +97,15 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     server.listen(config.port, () => resolve());
   });
   const httpPort = (server.address() as AddressInfo).port;
+  const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
   log.info({ port: httpPort }, 'HTTP listening');
 
   return {
     deps,
     httpPort,
+    mqttPort: broker.port,
     async stop() {
+      await ingest.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await projections.stop();

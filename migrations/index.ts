@@ -3,6 +3,7 @@ import * as eventstore from './0001_eventstore.js';
 import * as users from './0002_users.js';
 import * as access from './0003_access.js';
 import * as dashboards from './0004_dashboards.js';
+import * as devices from './0005_devices.js';
 import * as geofences from './0007_geofences.js';
 
 /**
@@ -14,6 +15,7 @@ export const migrations: Record<string, Migration> = {
   '0002_users': users,
   '0003_access': access,
   '0004_dashboards': dashboards,
+  '0005_devices': devices,
   '0007_geofences': geofences,
 };
 

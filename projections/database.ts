@@ -4,9 +4,13 @@ import type { UsergroupsTables } from './usergroups.js';
 import type { DashboardsTables } from './dashboards.js';
 import type { ImagesTables } from './images.js';
 import type { GeofencesTables } from './geofences.js';
+import type { DevicesTables } from './devices.js';
+import type { ProvisioningTables } from './provisioning.js';
+import type { ChannelsTables } from './channels.js';
+import type { LogsTables } from './logs.js';
 
 /**
  * Every read-model table, one interface per capability. A capability adds its
  * tables here by extending this interface.
  */
-export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables {}
+export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables, DevicesTables, ProvisioningTables, ChannelsTables, LogsTables {}

@@ -5,6 +5,10 @@ import { usergroupsProjection } from './usergroups.js';
 import { dashboardsProjection } from './dashboards.js';
 import { imagesProjection } from './images.js';
 import { geofencesProjection } from './geofences.js';
+import { devicesProjection } from './devices.js';
+import { provisioningProjection } from './provisioning.js';
+import { channelsProjection } from './channels.js';
+import { logsProjection } from './logs.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection];

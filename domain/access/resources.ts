@@ -15,4 +15,10 @@ export const OWNED_RESOURCES: OwnedResource[] = [
   { resourceType: 'dashboard', created: 'DashboardCreated', deleted: 'DashboardDeleted' },
   { resourceType: 'image', created: 'ImageUploaded', deleted: 'ImageDeleted' },
   { resourceType: 'geofence', created: 'GeofenceCreated', deleted: 'GeofenceDeleted' },
+  { resourceType: 'device', created: 'DeviceRegistered', deleted: 'DeviceDeleted' },
+  { resourceType: 'credentialsSet', created: 'CredentialsSetCreated', deleted: 'CredentialsSetDeleted' },
+  { resourceType: 'reservedTopic', created: 'ReservedTopicCreated', deleted: 'ReservedTopicDeleted' },
+  { resourceType: 'connector', created: 'ConnectorCreated', deleted: 'ConnectorDeleted' },
+  { resourceType: 'channel', created: 'ChannelCreated', deleted: 'ChannelDeleted' },
+  { resourceType: 'deviceGroup', created: 'DeviceGroupCreated', deleted: 'DeviceGroupDeleted' },
 ];

@@ -41,6 +41,14 @@ export interface EventStore {
    * stream moved on.
    */
   append(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult>;
+  /**
+   * Appends to several distinct streams, each at whatever revision it has,
+   * atomically and in one round trip: the batching path of ingest. Events keep
+   * the given order in the global order. Throws if any event id is already
+   * stored (nothing is appended then); the caller falls back to `append`.
+   * Adapters without an atomic multi-stream append leave it out.
+   */
+  appendMany?(appends: { streamId: string; events: NewEvent[] }[]): Promise<void>;
   /** The stream's events in revision order; empty when the stream does not exist. */
   readStream(streamId: string, options?: { fromRevision?: number; limit?: number }): Promise<RecordedEvent[]>;
   /** Events in global order. Never returns an event that could be followed by one committed later at a lower position. */

@@ -16,6 +16,8 @@ export interface Response<T = any> {
 export interface TestPlatform {
   platform: Platform;
   baseUrl: string;
+  /** The MQTT port the platform's broker listens on. */
+  mqttPort: number;
   /** Every JSON log line the platform wrote. */
   logs: Record<string, unknown>[];
   /** A token for the bootstrap admin. */
@@ -77,5 +79,5 @@ export async function startTestPlatform(overrides: Partial<Config> = {}): Promis
   let adminToken = '';
   adminToken = await login(ADMIN.username, ADMIN.password);
 
-  return { platform, baseUrl, logs, adminToken, call, login, stop: () => platform.stop() };
+  return { platform, baseUrl, mqttPort: platform.mqttPort, logs, adminToken, call, login, stop: () => platform.stop() };
 }

@@ -1,0 +1,144 @@
+import { Router } from 'express';
+import type { Deps } from '../deps.js';
+import { requestContext, write } from '../deps.js';
+import { principalOf } from '../http.js';
+import { readableBy, requireAccess } from '../access.js';
+import { ConflictError, ValidationError } from '../../domain/shared/errors.js';
+import { newResourceId } from '../../domain/shared/ids.js';
+import { hashPassword } from '../../domain/users/password.js';
+import { CREDENTIALS_NOT_FOUND, checkUsername, credentialsSetDecider, credentialsSetStream } from '../../domain/credentials/credentialsSet.js';
+import { ALLOWED_ROOTS, TOPIC_NOT_FOUND, checkTopic, reservedTopicDecider, reservedTopicStream } from '../../domain/topics/reservedTopic.js';
+import { CONNECTOR_NOT_FOUND, connectorDecider, connectorStream, type ConnectorDoc } from '../../domain/connectors/connector.js';
+
+const presentSet = (r: { id: string; username: string; created_at: Date }) => ({ _id: r.id, username: r.username, createdAt: r.created_at });
+const presentTopic = (r: { id: string; topic: string; credentials_set_id: string }) => ({ _id: r.id, topic: r.topic, basicCredentialsSetId: r.credentials_set_id });
+const presentConnector = (r: { id: string; doc: ConnectorDoc }) => ({ _id: r.id, ...r.doc });
+
+/** Credentials sets, reserved MQTT topics and connectors: what a device provider sets up before publishing. */
+export function credentialsRoutes(deps: Deps): Router {
+  const router = Router();
+
+  // ---- basic credentials sets ----
+  router.post('/api/basic-credentials-sets', async (req, res) => {
+    const { username, password } = req.body as { username: string; password: string };
+    checkUsername(username);
+    const taken = await deps.db.selectFrom('credentials_sets').select('id').where('username', '=', username).executeTakeFirst();
+    if (taken) throw new ConflictError('ERR - username is already used by another basic credentials set');
+    const id = newResourceId();
+    const context = requestContext(deps, req);
+    const passwordHash = await hashPassword(password);
+    await write(deps, context, credentialsSetStream(id), credentialsSetDecider, { type: 'CreateCredentialsSet', id, username, passwordHash, createdBy: context.actor, at: context.now });
+    res.status(201).json({ _id: id, username });
+  });
+
+  router.get('/api/basic-credentials-sets', async (req, res) => {
+    const rows = await deps.db
+      .selectFrom('credentials_sets')
+      .select(['id', 'username', 'created_at'])
+      .where(readableBy(principalOf(req), 'credentials_sets.id'))
+      .orderBy('username')
+      .execute();
+    res.json(rows.map(presentSet));
+  });
+
+  router.get('/api/basic-credentials-sets/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', CREDENTIALS_NOT_FOUND);
+    const row = await deps.db.selectFrom('credentials_sets').select(['id', 'username', 'created_at']).where('id', '=', id).executeTakeFirstOrThrow();
+    res.json(presentSet(row));
+  });
+
+  router.delete('/api/basic-credentials-sets/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'write', CREDENTIALS_NOT_FOUND);
+    const context = requestContext(deps, req);
+    await write(deps, context, credentialsSetStream(id), credentialsSetDecider, { type: 'DeleteCredentialsSet', id, at: context.now });
+    res.status(204).end();
+  });
+
+  // ---- reserved MQTT topics ----
+  router.post('/api/reserved-mqtt-topics', async (req, res) => {
+    const { topic, basicCredentialsSetId } = req.body as { topic: string; basicCredentialsSetId: string };
+    checkTopic(topic);
+    const set = await deps.db.selectFrom('credentials_sets').select('id').where('id', '=', basicCredentialsSetId).executeTakeFirst();
+    if (!set) {
+      throw ValidationError.field('basicCredentialsSetId', `does not reference an existing basic credentials set; topics are reserved below the allowed roots ${ALLOWED_ROOTS.join(', ')}`);
+    }
+    // Reserving a topic lets its set create devices: the caller must control the set.
+    await requireAccess(deps, principalOf(req), basicCredentialsSetId, 'write', CREDENTIALS_NOT_FOUND);
+    const taken = await deps.db.selectFrom('reserved_topics').select('id').where('topic', '=', topic).executeTakeFirst();
+    if (taken) throw new ConflictError('ERR - topic is already reserved');
+    const id = newResourceId();
+    const context = requestContext(deps, req);
+    await write(deps, context, reservedTopicStream(id), reservedTopicDecider, { type: 'ReserveTopic', id, topic, basicCredentialsSetId, createdBy: context.actor, at: context.now });
+    res.status(201).json({ _id: id, topic });
+  });
+
+  router.get('/api/reserved-mqtt-topics', async (req, res) => {
+    const rows = await deps.db
+      .selectFrom('reserved_topics')
+      .select(['id', 'topic', 'credentials_set_id'])
+      .where(readableBy(principalOf(req), 'reserved_topics.id'))
+      .orderBy('topic')
+      .execute();
+    res.json(rows.map(presentTopic));
+  });
+
+  router.get('/api/reserved-mqtt-topics/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', TOPIC_NOT_FOUND);
+    const row = await deps.db.selectFrom('reserved_topics').select(['id', 'topic', 'credentials_set_id']).where('id', '=', id).executeTakeFirstOrThrow();
+    res.json(presentTopic(row));
+  });
+
+  router.delete('/api/reserved-mqtt-topics/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'write', TOPIC_NOT_FOUND);
+    const context = requestContext(deps, req);
+    await write(deps, context, reservedTopicStream(id), reservedTopicDecider, { type: 'ReleaseTopic', id, at: context.now });
+    res.status(204).end();
+  });
+
+  // ---- connectors ----
+  router.post('/api/connectors', async (req, res) => {
+    const body = req.body as ConnectorDoc;
+    if (typeof body.basicCredentialsSetId === 'string') {
+      const set = await deps.db.selectFrom('credentials_sets').select('id').where('id', '=', body.basicCredentialsSetId).executeTakeFirst();
+      if (!set) throw ValidationError.field('basicCredentialsSetId', 'does not reference an existing basic credentials set');
+      await requireAccess(deps, principalOf(req), body.basicCredentialsSetId, 'read', CREDENTIALS_NOT_FOUND);
+    }
+    const id = newResourceId();
+    const context = requestContext(deps, req);
+    await write(deps, context, connectorStream(id), connectorDecider, { type: 'CreateConnector', id, createdBy: context.actor, body, at: context.now });
+    const row = await deps.db.selectFrom('connectors').select(['id', 'doc']).where('id', '=', id).executeTakeFirstOrThrow();
+    res.status(201).json(presentConnector(row));
+  });
+
+  router.get('/api/connectors', async (req, res) => {
+    const rows = await deps.db
+      .selectFrom('connectors')
+      .select(['id', 'doc'])
+      .where(readableBy(principalOf(req), 'connectors.id'))
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    res.json(rows.map(presentConnector));
+  });
+
+  router.get('/api/connectors/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', CONNECTOR_NOT_FOUND);
+    const row = await deps.db.selectFrom('connectors').select(['id', 'doc']).where('id', '=', id).executeTakeFirstOrThrow();
+    res.json(presentConnector(row));
+  });
+
+  router.delete('/api/connectors/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'write', CONNECTOR_NOT_FOUND);
+    const context = requestContext(deps, req);
+    await write(deps, context, connectorStream(id), connectorDecider, { type: 'DeleteConnector', id, at: context.now });
+    res.status(204).end();
+  });
+
+  return router;
+}

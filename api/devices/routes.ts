@@ -1,0 +1,145 @@
+import { Router, type Request } from 'express';
+import { sql, type Expression, type SqlBool } from 'kysely';
+import type { Deps } from '../deps.js';
+import { requestContext, write } from '../deps.js';
+import { principalOf } from '../http.js';
+import { readableBy, requireAccess } from '../access.js';
+import { ConflictError, NotFoundError } from '../../domain/shared/errors.js';
+import { newResourceId } from '../../domain/shared/ids.js';
+import { handle } from '../../domain/shared/decider.js';
+import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceDoc } from '../../domain/devices/device.js';
+import { accessDecider, accessStream } from '../../domain/access/rights.js';
+import { CREATOR_SCOPE, type Scope } from '../../domain/access/scopes.js';
+import type { Ingest } from '../../ingest/index.js';
+import { toNewEvent } from '../../domain/shared/decider.js';
+import { statsRoutes } from './stats.js';
+
+/** Columns a list may be ordered by; any other name orders by that device field. */
+const ORDER_COLUMNS: Record<string, string> = { name: 'lower(name)', category: 'category', createdAt: 'created_at', updatedAt: 'updated_at', reportedAt: 'reported_at' };
+
+async function loadDevice(deps: Deps, id: string): Promise<DeviceDoc> {
+  const row = await deps.db.selectFrom('devices').select(['id', 'doc']).where('id', '=', id).executeTakeFirst();
+  if (!row) throw new NotFoundError(DEVICE_NOT_FOUND);
+  return presentDevice(row.id, row.doc);
+}
+
+const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+function listConditions(req: Request): Expression<SqlBool>[] {
+  const filter = (req.query.filter ?? {}) as Record<string, string>;
+  const conditions: Expression<SqlBool>[] = [readableBy(principalOf(req), 'devices.id')];
+  for (const [key, value] of Object.entries(filter)) {
+    if (key === 'name') conditions.push(sql<SqlBool>`lower(name) LIKE ${`%${escapeLike(String(value).toLowerCase())}%`}`);
+    else if (key === 'category') conditions.push(sql<SqlBool>`category = ${String(value)}`);
+    else conditions.push(sql<SqlBool>`doc->>${key} = ${String(value)}`);
+  }
+  return conditions;
+}
+
+/** The devices with `secret`, other than `except`. */
+async function secretTaken(deps: Deps, secret: string, except?: string): Promise<boolean> {
+  const row = await deps.db.selectFrom('devices').select('id').where('secret', '=', secret).executeTakeFirst();
+  return !!row && row.id !== except;
+}
+
+export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
+  const router = Router();
+
+  router.get('/api/iotnodes', async (req, res) => {
+    const conditions = listConditions(req);
+    const where = sql.join(conditions, sql` AND `);
+    const orderBy = String(req.query.orderBy ?? 'name');
+    const desc = orderBy.startsWith('-');
+    const key = desc ? orderBy.slice(1) : orderBy;
+    const column = ORDER_COLUMNS[key] ? sql.raw(ORDER_COLUMNS[key]!) : sql`doc->${key}`;
+    const limit = Number(req.query.limit ?? 100);
+    const offset = Number(req.query.offset ?? 0);
+    const { rows } = await sql<{ id: string; doc: DeviceDoc }>`SELECT id, doc FROM devices WHERE ${where}
+      ORDER BY ${column} ${sql.raw(desc ? 'DESC NULLS LAST' : 'ASC NULLS LAST')}, id LIMIT ${limit} OFFSET ${offset}`.execute(deps.db);
+    const fields = typeof req.query.fields === 'string' ? req.query.fields.split(',').filter(Boolean) : null;
+    const devices = rows.map((r) => {
+      const device = presentDevice(r.id, r.doc);
+      return fields ? Object.fromEntries(Object.entries(device).filter(([k]) => k === '_id' || fields.includes(k))) : device;
+    });
+    const options = String(req.query.options ?? '').split(',');
+    if (options.includes('count')) {
+      const { rows: count } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM devices WHERE ${where}`.execute(deps.db);
+      res.setHeader('X-Total-Count', String(count[0]!.n));
+    }
+    res.json(devices);
+  });
+
+  router.post('/api/iotnodes', async (req, res) => {
+    const fields = req.body as DeviceDoc;
+    const id = newResourceId();
+    const context = requestContext(deps, req);
+    // Serialised with the ingest pipeline, so a device and a first MQTT message cannot both create a device for one secret.
+    await ingest.exclusive(async () => {
+      if (typeof fields.secret === 'string' && (await secretTaken(deps, fields.secret))) throw new ConflictError('ERR - secret is already the secret of another iotnode');
+      await write(deps, context, deviceStream(id), deviceDecider, { type: 'RegisterDevice', id, createdBy: context.actor, fields, at: context.now });
+    });
+    res.status(201).json(await loadDevice(deps, id));
+  });
+
+  router.post('/api/iotnodes/claim', async (req, res) => {
+    const { secret } = req.body as { secret: string };
+    const principal = principalOf(req);
+    const context = requestContext(deps, req);
+    const id = await ingest.exclusive(async () => {
+      const existing = await deps.db.selectFrom('devices').select('id').where('secret', '=', secret).executeTakeFirst();
+      if (existing) return existing.id;
+      // Claimed before any data flowed: the device is created as its first message would create it.
+      const reserved = ingest.registry.reservedTopic(secret);
+      const set = reserved && ingest.registry.credentialsSet(reserved.setId);
+      if (!reserved || !set) throw new NotFoundError(DEVICE_NOT_FOUND);
+      const deviceId = newResourceId();
+      const event = mqttRegistration(deviceId, secret, set.id, set.createdBy, context.now);
+      await deps.store.append(deviceStream(deviceId), [toNewEvent(event, context)], 'no_stream');
+      ingest.registry.putSecret(deviceId, secret);
+      return deviceId;
+    });
+    const { state } = await write(deps, context, deviceStream(id), deviceDecider, { type: 'ClaimDevice', id, userId: principal.id, at: context.now });
+    // The credentials set's access rights pass to the device; the claiming user gets the rights the set holds.
+    const setId = state.status === 'active' ? state.credentialsSetId : null;
+    const records = setId ? await deps.db.selectFrom('access_rights').selectAll().where('resource_id', '=', setId).execute() : [];
+    const scopes = new Set<Scope>(records.flatMap((r) => r.scope as Scope[]));
+    const grants = records.map((r) => ({ subjectType: r.subject_type, subjectId: r.subject_id, scope: r.scope as Scope[] }));
+    grants.push({ subjectType: 'user', subjectId: principal.id, scope: scopes.size ? [...scopes] : [...CREATOR_SCOPE] });
+    let position = null;
+    for (const g of grants) {
+      const handled = await handle(deps.store, accessStream(id), accessDecider, { type: 'Grant', resourceType: 'device', resourceId: id, ...g, at: context.now }, context, { retries: 5 });
+      position = handled.result?.position ?? position;
+    }
+    if (position) await deps.projections.waitFor(position, deps.config.projectionWaitMs);
+    res.json(await loadDevice(deps, id));
+  });
+
+  router.get('/api/iotnodes/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', DEVICE_NOT_FOUND);
+    res.json(await loadDevice(deps, id));
+  });
+
+  router.put('/api/iotnodes/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'write', DEVICE_NOT_FOUND);
+    const fields = req.body as DeviceDoc;
+    const context = requestContext(deps, req);
+    await ingest.exclusive(async () => {
+      if (typeof fields.secret === 'string' && (await secretTaken(deps, fields.secret, id))) throw new ConflictError('ERR - secret is already the secret of another iotnode');
+      await write(deps, context, deviceStream(id), deviceDecider, { type: 'UpdateDevice', id, fields, at: context.now }, { retries: 3 });
+    });
+    res.json(await loadDevice(deps, id));
+  });
+
+  router.delete('/api/iotnodes/:id', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'write', DEVICE_NOT_FOUND);
+    const context = requestContext(deps, req);
+    await write(deps, context, deviceStream(id), deviceDecider, { type: 'DeleteDevice', id, at: context.now }, { retries: 3 });
+    res.status(204).end();
+  });
+
+  router.use(statsRoutes(deps));
+  return router;
+}

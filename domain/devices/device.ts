@@ -1,0 +1,254 @@
+import type { Decider } from '../shared/decider.js';
+import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
+import { isResourceId } from '../shared/ids.js';
+
+/**
+ * A device (iotnode): an open record. A few fields are fixed (`name`,
+ * `description`, `category`, `connector`, `lnglat`, `secret`, `reportedAt`,
+ * `updatedAt`, `rabbitRouting`); everything else a device reports becomes a
+ * top-level field. Clients change it through REST (`DeviceUpdated`); devices
+ * through MQTT (`DeviceReported`, written by the ingest pipeline).
+ */
+export type DeviceDoc = Record<string, unknown>;
+
+export type DeviceEvent =
+  | {
+      type: 'DeviceRegistered';
+      data: { id: string; createdBy: string; doc: DeviceDoc; credentialsSetId?: string; at: string };
+    }
+  | { type: 'DeviceUpdated'; data: { id: string; set: DeviceDoc; unset: string[]; at: string } }
+  | {
+      type: 'DeviceReported';
+      data: { id: string; topic: string; path: string[]; payload: DeviceDoc; reportedAt: string };
+    }
+  | { type: 'DeviceClaimed'; data: { id: string; userId: string; credentialsSetId: string | null; at: string } }
+  | { type: 'DeviceDeleted'; data: { id: string; at: string } };
+
+export type DeviceCommand =
+  | { type: 'RegisterDevice'; id: string; createdBy: string; fields: DeviceDoc; at: string }
+  | { type: 'UpdateDevice'; id: string; fields: DeviceDoc; at: string }
+  | { type: 'ClaimDevice'; id: string; userId: string; at: string }
+  | { type: 'DeleteDevice'; id: string; at: string };
+
+export type DeviceState =
+  | { status: 'none' | 'deleted' }
+  | { status: 'active'; id: string; doc: DeviceDoc; createdBy: string; credentialsSetId: string | null; claimedBy: string[] };
+
+export const deviceStream = (id: string) => `device-${id}`;
+
+export const DEVICE_NOT_FOUND = 'Iotnode not found';
+
+/** Separates parts of composite keys inside the platform, so a name must not carry it. */
+const SEPARATOR = '~||~';
+
+/** Fields only the platform writes. */
+const SYSTEM_FIELDS = new Set(['_id', 'reportedAt', 'updatedAt', 'createdAt', 'rabbitRouting']);
+/** Fields a device's own reports cannot change: they identify it or belong to the platform. */
+const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'name']);
+
+export function checkName(name: unknown): string {
+  if (typeof name !== 'string' || name.trim() === '') throw ValidationError.field('name', 'must be a non-empty string');
+  if (name.includes(SEPARATOR)) throw ValidationError.field('name', `must not contain ${SEPARATOR}`);
+  return name;
+}
+
+/** A GeoJSON Point, longitude first, within the WGS 84 ranges. */
+export function isLngLat(value: unknown): value is { type: 'Point'; coordinates: [number, number] } {
+  const v = value as { type?: unknown; coordinates?: unknown };
+  if (!v || typeof v !== 'object' || v.type !== 'Point' || !Array.isArray(v.coordinates) || v.coordinates.length !== 2) return false;
+  const [lng, lat] = v.coordinates as unknown[];
+  return typeof lng === 'number' && typeof lat === 'number' && Number.isFinite(lng) && Number.isFinite(lat) && lng >= -180 && lng <= 180 && lat >= -90 && lat <= 90;
+}
+
+const checkLngLat = (value: unknown) => {
+  if (!isLngLat(value)) throw ValidationError.field('lnglat', 'must be a GeoJSON Point with coordinates [longitude, latitude], longitude -180 to 180, latitude -90 to 90');
+  return { type: 'Point', coordinates: [value.coordinates[0], value.coordinates[1]] };
+};
+
+/** `connector` is accepted as an id or as `{_id}` and stored as the id. */
+function checkConnector(value: unknown): string | null {
+  if (value === null) return null;
+  const id = typeof value === 'object' && value !== null ? (value as { _id?: unknown })._id : value;
+  if (!isResourceId(id)) throw ValidationError.field('connector', 'must be a connector id or an object with _id');
+  return id;
+}
+
+/**
+ * Checks and normalises the fields a client writes. `null` removes a field
+ * (except `name`, which is required).
+ */
+export function clientFields(fields: DeviceDoc, creating: boolean): { set: DeviceDoc; unset: string[] } {
+  const set: DeviceDoc = {};
+  const unset: string[] = [];
+  for (const [key, value] of Object.entries(fields)) {
+    if (key === 'rabbitRouting') throw ValidationError.field('rabbitRouting', 'is internal and cannot be written');
+    if (SYSTEM_FIELDS.has(key)) continue;
+    if (value === null && key !== 'name') {
+      if (!creating) unset.push(key);
+      continue;
+    }
+    if (value === undefined) continue;
+    switch (key) {
+      case 'name':
+        set.name = checkName(value);
+        break;
+      case 'lnglat':
+        set.lnglat = checkLngLat(value);
+        break;
+      case 'connector':
+        set.connector = checkConnector(value);
+        break;
+      default:
+        set[key] = value;
+    }
+  }
+  if (creating && set.name === undefined) throw ValidationError.field('name', 'is required');
+  return { set, unset };
+}
+
+/**
+ * What a device's report may change: its own measurement fields. Fields that
+ * identify the device or belong to the platform are dropped; an invalid
+ * `lnglat` is dropped. Returns the kept payload and the dropped keys.
+ */
+export function reportableFields(payload: DeviceDoc, nested: boolean): { kept: DeviceDoc; dropped: string[] } {
+  if (nested) return { kept: payload, dropped: [] };
+  const kept: DeviceDoc = {};
+  const dropped: string[] = [];
+  for (const [key, value] of Object.entries(payload)) {
+    if (PROTECTED_FROM_REPORTS.has(key) || (key === 'lnglat' && !isLngLat(value))) dropped.push(key);
+    else kept[key] = value;
+  }
+  return { kept, dropped };
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Applies a report: on the reserved topic itself (`path` empty) the payload's
+ * fields become top-level fields; on a sub-topic the payload is stored under
+ * the sub-topic path, keeping the siblings along the way.
+ */
+export function applyReport(doc: DeviceDoc, path: string[], payload: DeviceDoc): DeviceDoc {
+  if (path.length === 0) return { ...doc, ...payload };
+  const [head, ...rest] = path as [string, ...string[]];
+  const current = isPlainObject(doc[head]) ? (doc[head] as DeviceDoc) : {};
+  return { ...doc, [head]: rest.length ? applyReport(current, rest, payload) : payload };
+}
+
+/** Structural equality for JSON values. */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bb = b as unknown[];
+    return a.length === bb.length && a.every((x, i) => jsonEqual(x, bb[i]));
+  }
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  return ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && jsonEqual((a as DeviceDoc)[k], (b as DeviceDoc)[k]));
+}
+
+/** The top-level attributes whose value differs between two versions of a device; removed ones are `null`. */
+export function diffDocs(before: DeviceDoc, after: DeviceDoc): DeviceDoc {
+  const diff: DeviceDoc = {};
+  for (const [k, v] of Object.entries(after)) if (!jsonEqual(before[k], v)) diff[k] = v;
+  for (const k of Object.keys(before)) if (!(k in after)) diff[k] = null;
+  return diff;
+}
+
+/** The document a device has after an event; `updatedAt` moves only when an attribute other than the timestamps changed. */
+export function evolveDoc(doc: DeviceDoc, event: DeviceEvent): DeviceDoc {
+  switch (event.type) {
+    case 'DeviceRegistered':
+      return { ...event.data.doc, createdAt: event.data.at, updatedAt: event.data.at };
+    case 'DeviceUpdated': {
+      const next = { ...doc, ...event.data.set };
+      for (const k of event.data.unset) delete next[k];
+      return touched(doc, next, event.data.at);
+    }
+    case 'DeviceReported': {
+      const next = applyReport(doc, event.data.path, event.data.payload);
+      next.reportedAt = event.data.reportedAt;
+      return touched(doc, next, event.data.reportedAt);
+    }
+    case 'DeviceClaimed':
+    case 'DeviceDeleted':
+      return doc;
+    default: {
+      const _: never = event;
+      return _;
+    }
+  }
+}
+
+function touched(before: DeviceDoc, after: DeviceDoc, at: string): DeviceDoc {
+  const { reportedAt: _a, updatedAt: _b, ...x } = before;
+  const { reportedAt: _c, updatedAt: _d, ...y } = after;
+  return jsonEqual(x, y) ? after : { ...after, updatedAt: at };
+}
+
+/** The device as clients see it. */
+export const presentDevice = (id: string, doc: DeviceDoc) => ({ _id: id, ...doc });
+
+export const rabbitRouting = (id: string) => ({ exchange: 'iotnodes', routingKey: `iotnode.${id}` });
+
+export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
+  initialState: () => ({ status: 'none' }),
+  decide(command, state) {
+    if (command.type === 'RegisterDevice') {
+      if (state.status !== 'none') throw new ConflictError(`Iotnode ${command.id} already exists`);
+      const { set } = clientFields(command.fields, true);
+      const doc = { ...set, rabbitRouting: rabbitRouting(command.id) };
+      return [{ type: 'DeviceRegistered', data: { id: command.id, createdBy: command.createdBy, doc, at: command.at } }];
+    }
+    if (state.status !== 'active') throw new NotFoundError(DEVICE_NOT_FOUND);
+    switch (command.type) {
+      case 'UpdateDevice': {
+        const { set, unset } = clientFields(command.fields, false);
+        const present = unset.filter((k) => k in state.doc);
+        const changed = Object.entries(set).some(([k, v]) => !jsonEqual(state.doc[k], v));
+        if (!changed && present.length === 0) return [];
+        return [{ type: 'DeviceUpdated', data: { id: command.id, set, unset: present, at: command.at } }];
+      }
+      case 'ClaimDevice':
+        if (state.claimedBy.includes(command.userId)) return [];
+        return [{ type: 'DeviceClaimed', data: { id: command.id, userId: command.userId, credentialsSetId: state.credentialsSetId, at: command.at } }];
+      case 'DeleteDevice':
+        return [{ type: 'DeviceDeleted', data: { id: command.id, at: command.at } }];
+      default: {
+        const _: never = command;
+        return _;
+      }
+    }
+  },
+  evolve(state, event) {
+    if (event.type === 'DeviceRegistered') {
+      return {
+        status: 'active',
+        id: event.data.id,
+        doc: evolveDoc({}, event),
+        createdBy: event.data.createdBy,
+        credentialsSetId: event.data.credentialsSetId ?? null,
+        claimedBy: [],
+      };
+    }
+    if (state.status !== 'active') return state;
+    switch (event.type) {
+      case 'DeviceDeleted':
+        return { status: 'deleted' };
+      case 'DeviceClaimed':
+        return { ...state, claimedBy: [...state.claimedBy, event.data.userId] };
+      default:
+        return { ...state, doc: evolveDoc(state.doc, event) };
+    }
+  },
+};
+
+/** The event that registers a device on its first MQTT message; the credentials set's creator becomes its creator. */
+export function mqttRegistration(id: string, topic: string, credentialsSetId: string, createdBy: string, at: string): DeviceEvent {
+  const doc: DeviceDoc = { name: `MQTT - ${topic}`, secret: topic, rabbitRouting: rabbitRouting(id) };
+  return { type: 'DeviceRegistered', data: { id, createdBy, doc, credentialsSetId, at } };
+}

@@ -1,0 +1,68 @@
+import type { Server as HttpServer } from 'node:http';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { EventStore } from '../domain/eventstore/port.js';
+import type { Database } from '../projections/database.js';
+import { purgeExpiredLogs } from '../projections/logs.js';
+import { Registry } from './registry.js';
+import { IngestPipeline, type PipelineOptions } from './pipeline.js';
+import { LogWriter } from './logWriter.js';
+import { startBroker, type Broker } from './broker.js';
+import { ChangeSubscriber, mqttDelivery } from './output.js';
+import { httpDelivery } from './http.js';
+
+/**
+ * The data path: the registry the broker decides with, the ingest pipeline,
+ * the broker, and the subscribers that deliver device changes to channels.
+ * Built in two steps: `createIngest` before the projection runner starts (its
+ * registry projection runs inside the runner), `start` once the read models
+ * have caught up.
+ */
+export interface Ingest {
+  registry: Registry;
+  logs: LogWriter;
+  exclusive<T>(fn: () => Promise<T>): Promise<T>;
+  /** Set once started. */
+  broker: Broker | null;
+  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string }): Promise<Broker>;
+  stop(): Promise<void>;
+}
+
+export async function createIngest(store: EventStore, db: Kysely<Database>, log: Logger, options: PipelineOptions = {}): Promise<Ingest> {
+  const registry = new Registry();
+  await registry.load(db);
+  const logs = new LogWriter(store, log);
+  const pipeline = new IngestPipeline(store, db, registry, logs, log, options);
+  let output: ChangeSubscriber | null = null;
+  let http: ChangeSubscriber | null = null;
+  let purge: NodeJS.Timeout | null = null;
+
+  const ingest: Ingest = {
+    registry,
+    logs,
+    exclusive: (fn) => pipeline.exclusive(fn),
+    broker: null,
+    async start({ mqttPort, httpServer, jwtSecret }) {
+      await pipeline.seed();
+      const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret });
+      ingest.broker = broker;
+      output = new ChangeSubscriber('output-mqtt', store, db, log, mqttDelivery(registry, (topic, payload) => broker.publish(topic, payload, 1), logs));
+      http = new ChangeSubscriber('channels-http', store, db, log, httpDelivery(registry, logs, log));
+      await output.start();
+      await http.start();
+      purge = setInterval(() => {
+        purgeExpiredLogs(db).catch((err) => log.error({ err }, 'purging expired log entries failed'));
+      }, 60_000);
+      purge.unref();
+      return broker;
+    },
+    async stop() {
+      if (purge) clearInterval(purge);
+      await ingest.broker?.close();
+      await pipeline.close();
+      await output?.stop();
+      await http?.stop();
+    },
+  };
+  return ingest;
+}

@@ -1,0 +1,231 @@
+import { randomUUID } from 'node:crypto';
+import { sql, type Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { EventStore } from '../domain/eventstore/port.js';
+import type { NewEvent } from '../domain/shared/events.js';
+import { newResourceId } from '../domain/shared/ids.js';
+import { handle, toNewEvent } from '../domain/shared/decider.js';
+import { deviceStream, mqttRegistration, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { accessDecider, accessStream } from '../domain/access/rights.js';
+import type { Scope } from '../domain/access/scopes.js';
+import type { Database } from '../projections/database.js';
+import type { Registry, ReservedTopicInfo } from './registry.js';
+import type { LogWriter } from './logWriter.js';
+
+/** An accepted publish, waiting to become a device event. */
+export interface IngestMessage {
+  reserved: ReservedTopicInfo;
+  /** Levels below the reserved topic; empty for the reserved topic itself. */
+  path: string[];
+  topic: string;
+  payload: DeviceDoc;
+  receivedAt: string;
+  /** `mqtt:<hash>:<packet id or ->:<client id>`: the message, as correlation id of its event. */
+  correlationId: string;
+  /** For QoS > 0: `<client id>\0<packet id>` and the message hash, to recognise a redelivery. */
+  dedup?: { key: string; hash: string; redelivery: boolean };
+  /** Called once the event is durably stored (or the message was dropped on purpose); an error closes the connection. */
+  done: (error?: Error | null) => void;
+}
+
+export interface PipelineOptions {
+  /** How long the first message of a batch waits for others. */
+  lingerMs?: number;
+  maxBatch?: number;
+}
+
+/** Recently stored QoS > 0 messages kept for recognising redeliveries. */
+const DEDUP_CAPACITY = 200_000;
+
+/**
+ * Turns accepted publishes into device events. Messages are collected for a
+ * few milliseconds (or up to `maxBatch`), then every device's events of the
+ * batch are appended in one statement; only then are the publishers
+ * acknowledged, so a PUBACK means the event is stored. Batches run one at a
+ * time and keep arrival order, so each device's messages apply in order.
+ */
+export class IngestPipeline {
+  private pending: IngestMessage[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private lock: Promise<unknown> = Promise.resolve();
+  private flushing = false;
+  /** `<client id>\0<packet id>` → hash of the last stored message with that packet id. */
+  private stored = new Map<string, string>();
+  private readonly lingerMs: number;
+  private readonly maxBatch: number;
+  private closed = false;
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly db: Kysely<Database>,
+    private readonly registry: Registry,
+    private readonly logs: LogWriter,
+    private readonly log: Logger,
+    options: PipelineOptions = {},
+  ) {
+    this.lingerMs = options.lingerMs ?? 4;
+    this.maxBatch = options.maxBatch ?? 2000;
+  }
+
+  /**
+   * Fills the redelivery memory from the latest stored reports, so a message
+   * stored just before a crash and sent again after the restart is stored once.
+   */
+  async seed(limit = 100_000): Promise<void> {
+    if (this.store.kind !== 'postgres') return;
+    const { rows } = await sql<{ c: string }>`SELECT metadata->>'correlationId' AS c FROM es.events
+      WHERE type = 'DeviceReported' ORDER BY global_position DESC LIMIT ${limit}`.execute(this.db);
+    for (const { c } of rows.reverse()) {
+      const m = /^mqtt:([0-9a-f]+):(\d+):(.*)$/s.exec(c ?? '');
+      if (m) this.remember(`${m[3]}\u0000${m[2]}`, m[1]!);
+    }
+  }
+
+  submit(message: IngestMessage): void {
+    if (this.closed) return message.done(new Error('the platform is stopping'));
+    this.pending.push(message);
+    if (this.pending.length >= this.maxBatch) this.schedule(0);
+    else if (!this.timer && !this.flushing) this.schedule(this.lingerMs);
+  }
+
+  /** Runs `fn` between batches: REST writes that decide on a device's secret use it, so they never race a first message. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.lock.then(fn);
+    this.lock = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Stops taking messages and waits for the batch in flight. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.exclusive(async () => this.flush());
+  }
+
+  private schedule(ms: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.flushing = true;
+      void this.exclusive(() => this.flush()).finally(() => {
+        this.flushing = false;
+        if (this.pending.length) this.schedule(this.pending.length >= this.maxBatch ? 0 : Math.min(this.lingerMs, 1));
+      });
+    }, ms);
+  }
+
+  private remember(key: string, hash: string): void {
+    this.stored.delete(key);
+    this.stored.set(key, hash);
+    if (this.stored.size > DEDUP_CAPACITY) this.stored.delete(this.stored.keys().next().value!);
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.pending.splice(0, this.maxBatch);
+    if (batch.length === 0) return;
+    const streams = new Map<string, NewEvent[]>();
+    const created: { deviceId: string; setId: string; createdBy: string }[] = [];
+    const acked: IngestMessage[] = [];
+    const remembered: { key: string; hash: string }[] = [];
+
+    for (const m of batch) {
+      if (m.dedup?.redelivery && this.stored.get(m.dedup.key) === m.dedup.hash) {
+        acked.push(m);
+        continue;
+      }
+      const secret = m.reserved.topic;
+      let deviceId = this.registry.deviceOfSecret(secret);
+      const context = { actor: `credentials:${m.reserved.setId}`, correlationId: m.correlationId, now: m.receivedAt };
+      if (!deviceId) {
+        if (m.path.length > 0) {
+          // A sub-topic only updates an existing device; it never creates one.
+          this.logs.write({
+            resourceId: m.reserved.setId,
+            resourceType: 'credentialsSet',
+            type: 'warning',
+            priority: 'medium',
+            category: 'update',
+            message: `Message on ${m.topic} dropped: no device exists yet for the reserved topic ${secret}; publish on ${secret} first`,
+          }, `no device for ${secret}`);
+          acked.push(m);
+          continue;
+        }
+        const set = this.registry.credentialsSet(m.reserved.setId);
+        if (!set) {
+          acked.push(m);
+          continue;
+        }
+        deviceId = newResourceId();
+        this.registry.putSecret(deviceId, secret);
+        created.push({ deviceId, setId: set.id, createdBy: set.createdBy });
+        streams.set(deviceStream(deviceId), [toNewEvent(mqttRegistration(deviceId, secret, set.id, set.createdBy, m.receivedAt), context)]);
+      }
+      const { kept, dropped } = reportableFields(m.payload, m.path.length > 0);
+      if (dropped.length) {
+        this.logs.write({
+          resourceId: deviceId,
+          resourceType: 'device',
+          type: 'warning',
+          priority: 'low',
+          category: 'update',
+          message: `Reported fields ${dropped.join(', ')} were ignored: they are set by the platform or through the REST API, or lnglat is not a GeoJSON Point`,
+        }, 'ignored fields');
+      }
+      const event: DeviceEvent = { type: 'DeviceReported', data: { id: deviceId, topic: m.topic, path: m.path, payload: kept, reportedAt: m.receivedAt } };
+      const stream = deviceStream(deviceId);
+      const list = streams.get(stream) ?? [];
+      list.push(toNewEvent(event, context, randomUUID()));
+      streams.set(stream, list);
+      acked.push(m);
+      if (m.dedup) remembered.push(m.dedup);
+    }
+
+    try {
+      await this.append(streams);
+    } catch (err) {
+      this.log.error({ err, messages: batch.length }, 'ingest batch failed; publishers are disconnected and will send again');
+      for (const c of created) this.registry.forgetSecret(c.deviceId);
+      for (const m of batch) m.done(new Error('storing the message failed'));
+      return;
+    }
+    for (const r of remembered) this.remember(r.key, r.hash);
+    for (const m of acked) m.done(null);
+    for (const c of created) void this.passRights(c.deviceId, c.setId, c.createdBy);
+  }
+
+  private async append(streams: Map<string, NewEvent[]>): Promise<void> {
+    if (streams.size === 0) return;
+    const appends = [...streams].map(([streamId, events]) => ({ streamId, events }));
+    if (this.store.appendMany) {
+      try {
+        await this.store.appendMany(appends);
+        return;
+      } catch (err) {
+        // An event id already stored (a retry of a batch whose answer was lost): store stream by stream, each idempotently.
+        if ((err as { code?: string }).code !== '23505') throw err;
+      }
+    }
+    for (const a of appends) await this.store.append(a.streamId, a.events, 'any');
+  }
+
+  /** The credentials set's access rights pass to a device created on its topics (its creator already got full rights). */
+  private async passRights(deviceId: string, setId: string, createdBy: string): Promise<void> {
+    try {
+      const records = await this.db.selectFrom('access_rights').selectAll().where('resource_id', '=', setId).execute();
+      const now = new Date().toISOString();
+      for (const r of records) {
+        if (r.subject_type === 'user' && r.subject_id === createdBy) continue;
+        await handle(
+          this.store,
+          accessStream(deviceId),
+          accessDecider,
+          { type: 'Grant', resourceType: 'device', resourceId: deviceId, subjectType: r.subject_type, subjectId: r.subject_id, scope: r.scope as Scope[], at: now },
+          { actor: `credentials:${setId}`, correlationId: `device:${deviceId}`, now },
+          { retries: 5 },
+        );
+      }
+    } catch (err) {
+      this.log.error({ err, deviceId, setId }, 'passing the credentials set rights to a new device failed');
+    }
+  }
+}

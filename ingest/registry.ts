@@ -1,0 +1,225 @@
+import { sql, type Kysely } from 'kysely';
+import type { RecordedEvent } from '../domain/shared/events.js';
+import type { Database } from '../projections/database.js';
+import type { Projection } from '../projections/runner.js';
+import type { CredentialsSetEvent } from '../domain/credentials/credentialsSet.js';
+import type { ReservedTopicEvent } from '../domain/topics/reservedTopic.js';
+import type { DeviceEvent } from '../domain/devices/device.js';
+import type { ChannelDoc, ChannelEvent, ChannelSecrets, Protocol } from '../domain/channels/channel.js';
+import type { DeviceGroupEvent } from '../domain/devicegroups/deviceGroup.js';
+
+export interface CredentialsSetInfo {
+  id: string;
+  username: string;
+  passwordHash: string;
+  createdBy: string;
+}
+
+export interface ReservedTopicInfo {
+  id: string;
+  topic: string;
+  setId: string;
+}
+
+export interface ChannelInfo {
+  id: string;
+  protocol: Protocol;
+  doc: ChannelDoc;
+  secrets: ChannelSecrets;
+}
+
+/** Where a publish lands: the nearest reserved topic at or above it, and the rest of the path below it. */
+export interface Resolved {
+  reserved: ReservedTopicInfo;
+  path: string[];
+}
+
+type RegistryEvent = CredentialsSetEvent | ReservedTopicEvent | DeviceEvent | ChannelEvent | DeviceGroupEvent;
+
+const addTo = <K, V>(map: Map<K, Set<V>>, key: K, value: V) => {
+  let set = map.get(key);
+  if (!set) map.set(key, (set = new Set()));
+  set.add(value);
+};
+const removeFrom = <K, V>(map: Map<K, Set<V>>, key: K, value: V) => {
+  const set = map.get(key);
+  if (!set) return;
+  set.delete(value);
+  if (set.size === 0) map.delete(key);
+};
+
+/**
+ * What the broker and the output need on every message, in memory: credentials
+ * sets by username, reserved topics, the device of each secret, and the
+ * channels of each device. Loaded from the read models at start, then kept
+ * current by a projection that runs inside the projection runner, so a REST
+ * write that returned is already visible to the broker.
+ */
+export class Registry {
+  private sets = new Map<string, CredentialsSetInfo>();
+  private setByUsername = new Map<string, string>();
+  private topics = new Map<string, ReservedTopicInfo>();
+  private topicById = new Map<string, string>();
+  private deviceBySecret = new Map<string, string>();
+  private secretByDevice = new Map<string, string>();
+  private channels = new Map<string, ChannelInfo>();
+  private channelsByDevice = new Map<string, Set<string>>();
+  private channelsByGroup = new Map<string, Set<string>>();
+  private groupMembers = new Map<string, string[]>();
+  private groupsByDevice = new Map<string, Set<string>>();
+
+  async load(db: Kysely<Database>): Promise<void> {
+    for (const r of await db.selectFrom('credentials_sets').selectAll().execute()) {
+      this.putSet({ id: r.id, username: r.username, passwordHash: r.password_hash, createdBy: r.created_by });
+    }
+    for (const r of await db.selectFrom('reserved_topics').selectAll().execute()) this.putTopic({ id: r.id, topic: r.topic, setId: r.credentials_set_id });
+    const { rows } = await sql<{ id: string; secret: string }>`SELECT id, secret FROM devices WHERE secret IS NOT NULL`.execute(db);
+    for (const r of rows) this.putSecret(r.id, r.secret);
+    for (const r of await db.selectFrom('channels').selectAll().execute()) {
+      this.putChannel({ id: r.id, protocol: r.protocol as Protocol, doc: r.doc, secrets: r.secrets });
+    }
+    const members = await db.selectFrom('device_group_members').select(['group_id', 'device_id']).orderBy('group_id').orderBy('position').execute();
+    const groups = new Map<string, string[]>();
+    for (const m of members) groups.set(m.group_id, [...(groups.get(m.group_id) ?? []), m.device_id]);
+    for (const [id, devices] of groups) this.setGroup(id, devices);
+  }
+
+  credentialsSet(id: string): CredentialsSetInfo | undefined {
+    return this.sets.get(id);
+  }
+
+  credentialsSetByUsername(username: string): CredentialsSetInfo | undefined {
+    const id = this.setByUsername.get(username);
+    return id ? this.sets.get(id) : undefined;
+  }
+
+  reservedTopic(topic: string): ReservedTopicInfo | undefined {
+    return this.topics.get(topic);
+  }
+
+  /** The nearest reserved topic at or above `topic`; one map lookup per level. */
+  resolve(topic: string): Resolved | null {
+    let cut = topic.length;
+    for (;;) {
+      const reserved = this.topics.get(cut === topic.length ? topic : topic.slice(0, cut));
+      if (reserved) return { reserved, path: cut === topic.length ? [] : topic.slice(cut + 1).split('/') };
+      cut = topic.lastIndexOf('/', cut - 1);
+      if (cut <= 0) return null;
+    }
+  }
+
+  deviceOfSecret(secret: string): string | undefined {
+    return this.deviceBySecret.get(secret);
+  }
+
+  /** Records a device the ingest pipeline has just created, before the projection sees it. */
+  putSecret(deviceId: string, secret: string): void {
+    const old = this.secretByDevice.get(deviceId);
+    if (old !== undefined && this.deviceBySecret.get(old) === deviceId) this.deviceBySecret.delete(old);
+    this.deviceBySecret.set(secret, deviceId);
+    this.secretByDevice.set(deviceId, secret);
+  }
+
+  forgetSecret(deviceId: string): void {
+    const old = this.secretByDevice.get(deviceId);
+    if (old !== undefined && this.deviceBySecret.get(old) === deviceId) this.deviceBySecret.delete(old);
+    this.secretByDevice.delete(deviceId);
+  }
+
+  /** The channels that cover a device: its own and those of its groups. */
+  channelsOf(deviceId: string): ChannelInfo[] {
+    const ids = new Set(this.channelsByDevice.get(deviceId));
+    for (const group of this.groupsByDevice.get(deviceId) ?? []) for (const c of this.channelsByGroup.get(group) ?? []) ids.add(c);
+    return [...ids].map((id) => this.channels.get(id)!).filter(Boolean);
+  }
+
+  private putSet(set: CredentialsSetInfo): void {
+    this.sets.set(set.id, set);
+    this.setByUsername.set(set.username, set.id);
+  }
+
+  private putTopic(t: ReservedTopicInfo): void {
+    this.topics.set(t.topic, t);
+    this.topicById.set(t.id, t.topic);
+  }
+
+  private putChannel(c: ChannelInfo): void {
+    this.channels.set(c.id, c);
+    if (c.doc.iotnode) addTo(this.channelsByDevice, c.doc.iotnode, c.id);
+    if (c.doc.deviceGroup) addTo(this.channelsByGroup, c.doc.deviceGroup, c.id);
+  }
+
+  private dropChannel(id: string): void {
+    const c = this.channels.get(id);
+    if (!c) return;
+    this.channels.delete(id);
+    if (c.doc.iotnode) removeFrom(this.channelsByDevice, c.doc.iotnode, id);
+    if (c.doc.deviceGroup) removeFrom(this.channelsByGroup, c.doc.deviceGroup, id);
+  }
+
+  private setGroup(id: string, devices: string[] | null): void {
+    for (const d of this.groupMembers.get(id) ?? []) removeFrom(this.groupsByDevice, d, id);
+    if (devices === null) {
+      this.groupMembers.delete(id);
+      return;
+    }
+    this.groupMembers.set(id, devices);
+    for (const d of devices) addTo(this.groupsByDevice, d, id);
+  }
+
+  /** Keeps the registry current; applied by the projection runner in global order. Every step is idempotent. */
+  readonly projection: Projection = {
+    name: 'ingest-registry',
+    tables: [],
+    apply: async (_tx, batch: RecordedEvent[]) => {
+      for (const e of batch as (RecordedEvent & RegistryEvent)[]) {
+        switch (e.type) {
+          case 'CredentialsSetCreated':
+            this.putSet({ id: e.data.id, username: e.data.username, passwordHash: e.data.passwordHash, createdBy: e.data.createdBy });
+            break;
+          case 'CredentialsSetDeleted': {
+            const set = this.sets.get(e.data.id);
+            if (set && this.setByUsername.get(set.username) === set.id) this.setByUsername.delete(set.username);
+            this.sets.delete(e.data.id);
+            for (const [topic, t] of this.topics) if (t.setId === e.data.id) this.topics.delete(topic);
+            break;
+          }
+          case 'ReservedTopicCreated':
+            this.putTopic({ id: e.data.id, topic: e.data.topic, setId: e.data.basicCredentialsSetId });
+            break;
+          case 'ReservedTopicDeleted': {
+            const topic = this.topicById.get(e.data.id);
+            if (topic !== undefined && this.topics.get(topic)?.id === e.data.id) this.topics.delete(topic);
+            this.topicById.delete(e.data.id);
+            break;
+          }
+          case 'DeviceRegistered':
+            if (typeof e.data.doc.secret === 'string') this.putSecret(e.data.id, e.data.doc.secret);
+            break;
+          case 'DeviceUpdated':
+            if (typeof e.data.set.secret === 'string') this.putSecret(e.data.id, e.data.set.secret);
+            else if (e.data.unset.includes('secret')) this.forgetSecret(e.data.id);
+            break;
+          case 'DeviceDeleted':
+            this.forgetSecret(e.data.id);
+            break;
+          case 'ChannelCreated':
+            this.putChannel({ id: e.data.id, protocol: e.data.protocol, doc: e.data.doc, secrets: e.data.secrets });
+            break;
+          case 'ChannelDeleted':
+            this.dropChannel(e.data.id);
+            break;
+          case 'DeviceGroupCreated':
+            this.setGroup(e.data.id, e.data.devices);
+            break;
+          case 'DeviceGroupUpdated':
+            if (e.data.devices) this.setGroup(e.data.id, e.data.devices);
+            break;
+          case 'DeviceGroupDeleted':
+            this.setGroup(e.data.id, null);
+            break;
+        }
+      }
+    },
+  };
+}

@@ -1,0 +1,182 @@
+import { sql, type Transaction } from 'kysely';
+import type { RecordedEvent } from '../domain/shared/events.js';
+import { evolveDoc, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import type { Database } from './database.js';
+import type { Projection } from './runner.js';
+
+export interface DevicesTable {
+  id: string;
+  /** The whole device as clients see it, without `_id`. */
+  doc: DeviceDoc;
+  name: string;
+  category: string | null;
+  secret: string | null;
+  credentials_set_id: string | null;
+  /** `doc.lnglat` as a PostGIS point (SRID 4326), for geographic queries. */
+  lnglat: unknown;
+  created_by: string;
+  revision: number;
+  created_at: Date;
+  updated_at: Date;
+  reported_at: Date | null;
+}
+
+export interface DeviceHistoryTable {
+  device_id: string;
+  /** A top-level field, or a dotted path into nested values (`devices.3.temperature`). */
+  field: string;
+  time: Date;
+  /** Numbers, and booleans as 0 or 1, so numeric calculations cover both. */
+  num: number | null;
+  bool: boolean | null;
+  str: string | null;
+}
+
+export interface DevicesTables {
+  devices: DevicesTable;
+  device_history: DeviceHistoryTable;
+  device_history_fields: { device_id: string; field: string };
+}
+
+const DEVICE_EVENTS = new Set(['DeviceRegistered', 'DeviceUpdated', 'DeviceReported', 'DeviceClaimed', 'DeviceDeleted']);
+
+/** Nested values are kept as history down to this depth, and at most this many values per report. */
+const MAX_DEPTH = 6;
+const MAX_VALUES = 200;
+/** Longer strings are kept cut to this many characters. */
+const MAX_STRING = 1024;
+
+interface Row {
+  doc: DeviceDoc;
+  revision: number;
+  createdBy: string;
+  credentialsSetId: string | null;
+  isNew: boolean;
+  changed: boolean;
+  deleted: boolean;
+}
+
+interface HistoryRows {
+  device: string[];
+  field: string[];
+  time: string[];
+  num: (number | null)[];
+  bool: (boolean | null)[];
+  str: (string | null)[];
+}
+
+/** Scalar leaves of a report, as history values named by their dotted path. */
+export function historyValues(path: string[], payload: unknown, out: [string, number | boolean | string][] = [], depth = 0): [string, number | boolean | string][] {
+  if (out.length >= MAX_VALUES) return out;
+  if (typeof payload === 'number') {
+    if (Number.isFinite(payload) && path.length) out.push([path.join('.'), payload]);
+  } else if (typeof payload === 'boolean' || typeof payload === 'string') {
+    if (path.length) out.push([path.join('.'), typeof payload === 'string' ? payload.slice(0, MAX_STRING) : payload]);
+  } else if (payload && typeof payload === 'object' && !Array.isArray(payload) && depth < MAX_DEPTH) {
+    for (const [k, v] of Object.entries(payload)) historyValues([...path, k], v, out, depth + 1);
+  }
+  return out;
+}
+
+/**
+ * Devices and their history. A batch is folded in memory per device with the
+ * same `evolveDoc` the write side uses, then written with a handful of
+ * multi-row statements, whatever the batch size: ingest bursts arrive here in
+ * batches of up to a thousand reports.
+ */
+export const devicesProjection: Projection = {
+  name: 'devices',
+  tables: ['device_history_fields', 'device_history', 'devices'],
+  async apply(tx: Transaction<Database>, batch: RecordedEvent[]) {
+    const events = batch.filter((e) => DEVICE_EVENTS.has(e.type)) as (RecordedEvent & DeviceEvent)[];
+    if (events.length === 0) return;
+    const ids = [...new Set(events.map((e) => e.data.id))];
+    const { rows: existing } = await sql<{ id: string; doc: DeviceDoc; revision: number; created_by: string; credentials_set_id: string | null }>`
+      SELECT id, doc, revision, created_by, credentials_set_id FROM devices WHERE id = ANY(${ids}::text[]) ORDER BY id FOR UPDATE`.execute(tx);
+    const rows = new Map<string, Row>();
+    for (const r of existing) {
+      rows.set(r.id, { doc: r.doc, revision: r.revision, createdBy: r.created_by, credentialsSetId: r.credentials_set_id, isNew: false, changed: false, deleted: false });
+    }
+    const history: HistoryRows = { device: [], field: [], time: [], num: [], bool: [], str: [] };
+    const deleted = new Set<string>();
+
+    for (const event of events) {
+      const id = event.data.id;
+      let row = rows.get(id);
+      if (event.type === 'DeviceRegistered') {
+        if (row) continue;
+        row = {
+          doc: evolveDoc({}, event),
+          revision: event.revision,
+          createdBy: event.data.createdBy,
+          credentialsSetId: event.data.credentialsSetId ?? null,
+          isNew: true,
+          changed: true,
+          deleted: false,
+        };
+        rows.set(id, row);
+        deleted.delete(id);
+        continue;
+      }
+      if (!row || row.deleted || event.revision <= row.revision) continue;
+      row.revision = event.revision;
+      if (event.type === 'DeviceDeleted') {
+        row.deleted = true;
+        deleted.add(id);
+        continue;
+      }
+      row.doc = evolveDoc(row.doc, event);
+      row.changed = true;
+      if (event.type === 'DeviceReported') {
+        for (const [field, value] of historyValues(event.data.path, event.data.payload)) {
+          history.device.push(id);
+          history.field.push(field);
+          history.time.push(event.data.reportedAt);
+          history.num.push(typeof value === 'number' ? value : typeof value === 'boolean' ? Number(value) : null);
+          history.bool.push(typeof value === 'boolean' ? value : null);
+          history.str.push(typeof value === 'string' ? value : null);
+        }
+      }
+    }
+
+    const inserts = [...rows.entries()].filter(([, r]) => r.isNew && !r.deleted);
+    const updates = [...rows.entries()].filter(([, r]) => !r.isNew && !r.deleted && r.changed);
+    const docParam = (list: [string, Row][]) => list.map(([, r]) => JSON.stringify(r.doc));
+
+    if (inserts.length) {
+      await sql`INSERT INTO devices (id, doc, name, category, secret, credentials_set_id, lnglat, created_by, revision, created_at, updated_at, reported_at)
+        SELECT u.id, u.doc, u.doc->>'name', u.doc->>'category', u.doc->>'secret', u.cs, ${lnglatOf(sql.ref('u.doc'))}, u.created_by, u.revision,
+          (u.doc->>'createdAt')::timestamptz, (u.doc->>'updatedAt')::timestamptz, (u.doc->>'reportedAt')::timestamptz
+        FROM (SELECT i.id, d::jsonb AS doc, i.cs, i.created_by, i.revision
+              FROM unnest(${inserts.map(([id]) => id)}::text[], ${docParam(inserts)}::text[], ${inserts.map(([, r]) => r.credentialsSetId)}::text[],
+                          ${inserts.map(([, r]) => r.createdBy)}::text[], ${inserts.map(([, r]) => r.revision)}::bigint[]) AS i(id, d, cs, created_by, revision)) u
+        ON CONFLICT (id) DO NOTHING`.execute(tx);
+    }
+    if (updates.length) {
+      await sql`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
+          lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
+          updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
+        FROM (SELECT i.id, d::jsonb AS doc, i.revision
+              FROM unnest(${updates.map(([id]) => id)}::text[], ${docParam(updates)}::text[], ${updates.map(([, r]) => r.revision)}::bigint[]) AS i(id, d, revision)) u
+        WHERE d.id = u.id`.execute(tx);
+    }
+    if (history.device.length) {
+      await sql`INSERT INTO device_history (device_id, field, time, num, bool, str)
+        SELECT * FROM unnest(${history.device}::text[], ${history.field}::text[], ${history.time}::timestamptz[],
+                             ${history.num}::float8[], ${history.bool}::bool[], ${history.str}::text[])`.execute(tx);
+      await sql`INSERT INTO device_history_fields (device_id, field)
+        SELECT DISTINCT * FROM unnest(${history.device}::text[], ${history.field}::text[])
+        ON CONFLICT DO NOTHING`.execute(tx);
+    }
+    if (deleted.size) {
+      const gone = [...deleted];
+      await sql`DELETE FROM device_history WHERE device_id = ANY(${gone}::text[])`.execute(tx);
+      await sql`DELETE FROM device_history_fields WHERE device_id = ANY(${gone}::text[])`.execute(tx);
+      await sql`DELETE FROM devices WHERE id = ANY(${gone}::text[])`.execute(tx);
+    }
+  },
+};
+
+/** The PostGIS point of a device document's `lnglat`, or NULL. */
+const lnglatOf = (doc: ReturnType<typeof sql.ref>) =>
+  sql`CASE WHEN jsonb_typeof(${doc}->'lnglat') = 'object' THEN ST_SetSRID(ST_GeomFromGeoJSON(${doc}->>'lnglat'), 4326) END`;

@@ -1,0 +1,46 @@
+import { sql } from 'kysely';
+import type { RecordedEvent } from '../domain/shared/events.js';
+import type { LogEvent } from '../domain/logs/logEntry.js';
+import type { Projection } from './runner.js';
+
+export interface DeviceLogsTable {
+  id: string;
+  resource_id: string;
+  resource_type: string;
+  type: string;
+  priority: string;
+  category: string;
+  message: string;
+  time: Date;
+  expires_at: Date | null;
+  data: Record<string, unknown> | null;
+}
+
+export interface LogsTables {
+  device_logs: DeviceLogsTable;
+}
+
+/** Log entries, inserted in one statement per batch; the entry id keeps it idempotent. */
+export const logsProjection: Projection = {
+  name: 'logs',
+  tables: ['device_logs'],
+  async apply(tx, batch) {
+    const entries = (batch as (RecordedEvent & LogEvent)[]).filter((e) => e.type === 'LogEntryWritten').map((e) => e.data);
+    if (entries.length === 0) return;
+    await sql`INSERT INTO device_logs (id, resource_id, resource_type, type, priority, category, message, time, expires_at, data)
+      SELECT id, resource_id, resource_type, type, priority, category, message, time, expires_at, data::jsonb
+      FROM unnest(${entries.map((e) => e.id)}::uuid[], ${entries.map((e) => e.resourceId)}::text[], ${entries.map((e) => e.resourceType)}::text[],
+        ${entries.map((e) => e.type)}::text[], ${entries.map((e) => e.priority)}::text[], ${entries.map((e) => e.category)}::text[],
+        ${entries.map((e) => e.message)}::text[], ${entries.map((e) => e.at)}::timestamptz[], ${entries.map((e) => e.expiresAt ?? null)}::timestamptz[],
+        ${entries.map((e) => (e.data ? JSON.stringify(e.data) : null))}::text[])
+        AS x(id, resource_id, resource_type, type, priority, category, message, time, expires_at, data)
+      WHERE expires_at IS NULL OR expires_at > now()
+      ON CONFLICT (id) DO NOTHING`.execute(tx);
+  },
+};
+
+/** Removes expired entries from the read model; the events stay in the store. */
+export async function purgeExpiredLogs(db: import('kysely').Kysely<import('./database.js').Database>): Promise<number> {
+  const result = await sql`DELETE FROM device_logs WHERE expires_at IS NOT NULL AND expires_at <= now()`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}

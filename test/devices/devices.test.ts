@@ -1,0 +1,128 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { sql } from 'kysely';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { givenUser } from '../users/given.js';
+
+const devices = suite<{ t: TestPlatform; viewer: string; installer: string; installerId: string }>('Devices (iotnodes) over REST');
+
+devices.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+  const mk = (username: string, roles: string[]) => givenUser(ctx.t, username, { attributes: { roles } });
+  ctx.viewer = (await mk('viewer', ['viewerBasic'])).token;
+  const installer = await mk('installer', ['installer']);
+  ctx.installer = installer.token;
+  ctx.installerId = installer.id;
+});
+devices.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+devices('when a device is created, then it reads back with the fields it was given and maintained timestamps', async ({ t }) => {
+  const res = await t.call('POST', '/api/iotnodes', { body: { name: 'Boiler', category: 'heating', setpoint: 21, lnglat: { type: 'Point', coordinates: [4.35, 50.85] } } });
+  assert.is(res.status, 201, res.text);
+  assert.match(res.body._id, /^[0-9a-f]{24}$/);
+  assert.is(res.body.setpoint, 21);
+  assert.ok(res.body.updatedAt);
+  assert.ok(res.body.rabbitRouting);
+  const got = await t.call('GET', `/api/iotnodes/${res.body._id}`);
+  assert.equal(got.body, res.body);
+});
+
+devices('when a device has lnglat, then the read model holds it as a PostGIS point', async ({ t }) => {
+  const res = await t.call('POST', '/api/iotnodes', { body: { name: 'Tracker', lnglat: { type: 'Point', coordinates: [5.5, 51.25] } } });
+  const { rows } = await sql<{ x: number; y: number; srid: number }>`SELECT ST_X(lnglat) AS x, ST_Y(lnglat) AS y, ST_SRID(lnglat) AS srid FROM devices WHERE id = ${res.body._id}`.execute(t.platform.deps.db);
+  assert.equal(rows[0], { x: 5.5, y: 51.25, srid: 4326 });
+});
+
+devices('when the name is missing, empty or contains ~||~, then 422 names the field', async ({ t }) => {
+  for (const body of [{}, { name: '' }, { name: 'a~||~b' }]) {
+    const res = await t.call('POST', '/api/iotnodes', { body });
+    assert.is(res.status, 422, JSON.stringify(body));
+    assert.match(res.text, /^ERR - name /);
+  }
+});
+
+devices('when lnglat is not a GeoJSON Point with longitude first, then 422', async ({ t }) => {
+  for (const lnglat of [{ type: 'Point', coordinates: [50.85, 200] }, { type: 'LineString', coordinates: [1, 2] }, [4.3, 50.8]]) {
+    const res = await t.call('POST', '/api/iotnodes', { body: { name: 'x', lnglat } });
+    assert.is(res.status, 422, JSON.stringify(lnglat));
+    assert.match(res.text, /lnglat/);
+  }
+});
+
+devices('when rabbitRouting is written, then 422 and nothing changes', async ({ t }) => {
+  const created = await t.call('POST', '/api/iotnodes', { body: { name: 'R' } });
+  const res = await t.call('PUT', `/api/iotnodes/${created.body._id}`, { body: { rabbitRouting: { x: 1 } } });
+  assert.is(res.status, 422);
+  assert.match(res.text, /rabbitRouting/);
+  const again = await t.call('POST', '/api/iotnodes', { body: { name: 'R2', rabbitRouting: {} } });
+  assert.is(again.status, 422);
+});
+
+devices('when connector is given as {_id}, then it is stored as the id', async ({ t }) => {
+  const connector = 'aaaaaaaaaaaaaaaaaaaaaaaa';
+  const res = await t.call('POST', '/api/iotnodes', { body: { name: 'C', connector: { _id: connector } } });
+  assert.is(res.status, 201, res.text);
+  assert.is(res.body.connector, connector);
+  const put = await t.call('PUT', `/api/iotnodes/${res.body._id}`, { body: { connector: 'bbbbbbbbbbbbbbbbbbbbbbbb' } });
+  assert.is(put.body.connector, 'bbbbbbbbbbbbbbbbbbbbbbbb');
+});
+
+devices('when a device is updated with PUT, then given fields change, null removes one, others stay, updatedAt moves', async ({ t }) => {
+  const created = await t.call('POST', '/api/iotnodes', { body: { name: 'U', a: 1, b: 2 } });
+  await new Promise((r) => setTimeout(r, 5));
+  const put = await t.call('PUT', `/api/iotnodes/${created.body._id}`, { body: { a: 10, b: null, c: 'x' } });
+  assert.is(put.status, 200, put.text);
+  assert.is(put.body.a, 10);
+  assert.is(put.body.b, undefined);
+  assert.is(put.body.c, 'x');
+  assert.is(put.body.name, 'U');
+  assert.ok(put.body.updatedAt > created.body.updatedAt);
+});
+
+devices('when listing, then paging, ordering, filters, field selection and the count work', async ({ t }) => {
+  for (const [name, category, floor] of [['List A', 'lamp', '1'], ['List B', 'lamp', '2'], ['List C', 'sensor', '1']]) {
+    await t.call('POST', '/api/iotnodes', { body: { name, category, floor } });
+  }
+  const lamps = await t.call('GET', '/api/iotnodes?filter[category]=lamp&orderBy=-name&options=count');
+  assert.equal(lamps.body.map((d: { name: string }) => d.name), ['List B', 'List A']);
+  assert.is(lamps.headers.get('x-total-count'), '2');
+  const byName = await t.call('GET', '/api/iotnodes?filter[name]=list&limit=1&offset=1&orderBy=name');
+  assert.equal(byName.body.map((d: { name: string }) => d.name), ['List B']);
+  const byField = await t.call('GET', '/api/iotnodes?filter[floor]=1&filter[name]=list&fields=name');
+  assert.equal(byField.body.map((d: Record<string, unknown>) => Object.keys(d).sort()), [['_id', 'name'], ['_id', 'name']]);
+});
+
+devices('when another user lists or reads, then devices without access rights are hidden', async ({ t, viewer }) => {
+  const created = await t.call('POST', '/api/iotnodes', { body: { name: 'Private' } });
+  const list = await t.call('GET', '/api/iotnodes', { token: viewer });
+  assert.is(list.status, 200);
+  assert.equal(list.body, []);
+  const one = await t.call('GET', `/api/iotnodes/${created.body._id}`, { token: viewer });
+  assert.is(one.status, 404);
+});
+
+devices('when a viewer creates a device, then 403 Forbidden', async ({ t, viewer }) => {
+  const res = await t.call('POST', '/api/iotnodes', { token: viewer, body: { name: 'nope' } });
+  assert.is(res.status, 403);
+  assert.is(res.text, 'Forbidden');
+});
+
+devices('when a device is deleted, then it is gone and so are its access rights', async ({ t }) => {
+  const created = await t.call('POST', '/api/iotnodes', { body: { name: 'Gone' } });
+  const del = await t.call('DELETE', `/api/iotnodes/${created.body._id}`);
+  assert.is(del.status, 204);
+  assert.is((await t.call('GET', `/api/iotnodes/${created.body._id}`)).status, 404);
+  const rights = await t.platform.deps.db.selectFrom('access_rights').select('resource_id').where('resource_id', '=', created.body._id).execute();
+  assert.equal(rights, []);
+});
+
+devices('when two devices claim the same secret, then the second gets 409', async ({ t }) => {
+  const a = await t.call('POST', '/api/iotnodes', { body: { name: 'S1', secret: 'svc/generic/v2/dup' } });
+  assert.is(a.status, 201);
+  const b = await t.call('POST', '/api/iotnodes', { body: { name: 'S2', secret: 'svc/generic/v2/dup' } });
+  assert.is(b.status, 409);
+});
+
+devices.run();

@@ -1,0 +1,105 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { givenUser } from '../users/given.js';
+
+const prov = suite<{ t: TestPlatform; setId: string }>('Credentials sets, reserved topics and connectors');
+
+prov.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+  const res = await ctx.t.call('POST', '/api/basic-credentials-sets', { body: { username: 'provider', password: 'provider-secret' } });
+  ctx.setId = res.body._id;
+});
+prov.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+prov('when a credentials set is created, then only _id and username come back and the password is stored hashed', async ({ t }) => {
+  const res = await t.call('POST', '/api/basic-credentials-sets', { body: { username: 'gateway-7', password: 'clear-text-secret' } });
+  assert.is(res.status, 201, res.text);
+  assert.equal(Object.keys(res.body).sort(), ['_id', 'username']);
+  const row = await t.platform.deps.db.selectFrom('credentials_sets').selectAll().where('id', '=', res.body._id).executeTakeFirstOrThrow();
+  assert.match(row.password_hash, /^scrypt\$/);
+  const list = await t.call('GET', '/api/basic-credentials-sets');
+  assert.ok(list.text.includes('gateway-7'));
+  assert.not.ok(list.text.includes('clear-text-secret'));
+  assert.not.ok(list.text.includes('scrypt'));
+});
+
+prov('when the username has the shape of a UUID, then 422', async ({ t }) => {
+  const res = await t.call('POST', '/api/basic-credentials-sets', { body: { username: '0f8fad5b-d9cb-469f-a165-70867728950e', password: 'whatever-1' } });
+  assert.is(res.status, 422);
+  assert.match(res.text, /^ERR - username /);
+});
+
+prov('when a username is taken, then 409', async ({ t }) => {
+  const res = await t.call('POST', '/api/basic-credentials-sets', { body: { username: 'provider', password: 'another-one' } });
+  assert.is(res.status, 409);
+});
+
+prov('when a topic is reserved, then {_id, topic} comes back and it lists, reads and deletes', async ({ t, setId }) => {
+  const res = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: 'svc/generic/v2/site-1', basicCredentialsSetId: setId } });
+  assert.is(res.status, 201, res.text);
+  assert.equal(Object.keys(res.body).sort(), ['_id', 'topic']);
+  assert.is((await t.call('GET', `/api/reserved-mqtt-topics/${res.body._id}`)).body.basicCredentialsSetId, setId);
+  assert.ok((await t.call('GET', '/api/reserved-mqtt-topics')).body.some((x: { _id: string }) => x._id === res.body._id));
+  assert.is((await t.call('DELETE', `/api/reserved-mqtt-topics/${res.body._id}`)).status, 204);
+  assert.is((await t.call('GET', `/api/reserved-mqtt-topics/${res.body._id}`)).status, 404);
+});
+
+prov('when a topic breaks a rule, then 422 and the message names the allowed roots', async ({ t, setId }) => {
+  for (const topic of ['/svc/generic/v2/x', 'svc/other/v2/x', 'svc/generic/v2', 'svc/generic/v2/', 'svc/generic/v2/a//b', 'svc/generic/v2/+']) {
+    const res = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic, basicCredentialsSetId: setId } });
+    assert.is(res.status, 422, topic);
+    assert.ok(res.text.includes('svc/generic/v2') && res.text.includes('svc/push/v1'), res.text);
+  }
+  const unknown = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: 'svc/generic/v2/y', basicCredentialsSetId: 'cccccccccccccccccccccccc' } });
+  assert.is(unknown.status, 422);
+  assert.match(unknown.text, /basicCredentialsSetId/);
+  assert.ok(unknown.text.includes('svc/generic/v2'), unknown.text);
+});
+
+prov('when a topic is reserved twice, then 409', async ({ t, setId }) => {
+  await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: 'svc/meter/v1/twice', basicCredentialsSetId: setId } });
+  const res = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: 'svc/meter/v1/twice', basicCredentialsSetId: setId } });
+  assert.is(res.status, 409);
+});
+
+prov('when a user without rights on the credentials set reserves a topic for it, then 404', async ({ t, setId }) => {
+  const installer = await givenUser(t, 'inst', { attributes: { roles: ['installer'] } });
+  const res = await t.call('POST', '/api/reserved-mqtt-topics', { token: installer.token, body: { topic: 'svc/generic/v2/steal', basicCredentialsSetId: setId } });
+  assert.is(res.status, 404);
+});
+
+prov('when a Generic connector is created with the internal broker, then it returns _id, name, basicCredentialsSetId, integration', async ({ t, setId }) => {
+  const res = await t.call('POST', '/api/connectors', { body: { name: 'Internal', basicCredentialsSetId: setId, integration: 'Generic' } });
+  assert.is(res.status, 201, res.text);
+  assert.equal(res.body, { _id: res.body._id, name: 'Internal', basicCredentialsSetId: setId, integration: 'Generic' });
+  assert.is((await t.call('GET', `/api/connectors/${res.body._id}`)).status, 200);
+  assert.is((await t.call('DELETE', `/api/connectors/${res.body._id}`)).status, 204);
+  assert.is((await t.call('GET', `/api/connectors/${res.body._id}`)).status, 404);
+});
+
+prov('when a Generic connector is created with an external broker, then the password is never returned', async ({ t }) => {
+  const body = { name: 'External', integration: 'Generic', mqttServer: { host: 'broker.example', port: 8883, protocol: 'mqtts', username: 'u', password: 'p4ss' }, downlink: { topic: 'down/x' } };
+  const res = await t.call('POST', '/api/connectors', { body });
+  assert.is(res.status, 201, res.text);
+  assert.is(res.body.mqttServer.password, undefined);
+  assert.is(res.body.downlink.topic, 'down/x');
+  assert.not.ok((await t.call('GET', '/api/connectors')).text.includes('p4ss'));
+});
+
+prov('when a Generic connector has neither or both setups, or an external one without downlink topic, then 422', async ({ t, setId }) => {
+  const server = { host: 'h', port: 1883, protocol: 'mqtt' };
+  for (const body of [
+    { name: 'n', integration: 'Generic' },
+    { name: 'n', integration: 'Generic', basicCredentialsSetId: setId, mqttServer: server, downlink: { topic: 't' } },
+    { name: 'n', integration: 'Generic', mqttServer: server },
+    { name: 'n', integration: 'Generic', mqttServer: { ...server, port: 1234 }, downlink: { topic: 't' } },
+  ]) {
+    const res = await t.call('POST', '/api/connectors', { body });
+    assert.is(res.status, 422, JSON.stringify(body) + res.text);
+  }
+});
+
+prov.run();
