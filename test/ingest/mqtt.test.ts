@@ -1,0 +1,244 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { sql } from 'kysely';
+import { issueToken } from '../../api/auth/tokens.js';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { givenUser } from '../users/given.js';
+import { closed, connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from './support.js';
+
+const ROOT = 'svc/generic/v2/plant';
+const GATEWAY = `${ROOT}/gw`;
+const NODE = `${GATEWAY}/node-1`;
+
+const broker = suite<{ t: TestPlatform; p: Provider; other: Provider }>('MQTT broker: publish rules and authorization');
+
+broker.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+  ctx.p = await givenProvider(ctx.t, 'plant', [GATEWAY, NODE, `${ROOT}/lonely`, `${ROOT}/bad`, `${ROOT}/claimed`, `${ROOT}/early`]);
+  ctx.other = await givenProvider(ctx.t, 'other', [`${ROOT}/others`]);
+});
+broker.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+const logsOf = async (t: TestPlatform, resourceId: string) => {
+  const res = await t.call('GET', `/api/logs?resourceId=${resourceId}&limit=1000`);
+  return res.body.logs as { message: string; type: string; category: string }[];
+};
+const countSecret = async (t: TestPlatform, topic: string) =>
+  (await sql<{ n: number }>`SELECT count(*)::int AS n FROM devices WHERE secret = ${topic}`.execute(t.platform.deps.db)).rows[0]!.n;
+
+broker('rule 1 and 5: when a provider publishes on a reserved topic, then a device named "MQTT - <topic>" with that secret gets the payload as fields', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, GATEWAY, { temperature: 21.5, on: true });
+  const device = await deviceOf(t, GATEWAY);
+  assert.is(device.name, `MQTT - ${GATEWAY}`);
+  assert.is(device.secret, GATEWAY);
+  assert.is(device.temperature, 21.5);
+  assert.is(device.on, true);
+  assert.ok(device.reportedAt);
+  await c.endAsync();
+});
+
+broker('rule 1: when the reserved topic publishes again, then the same device is updated, not duplicated', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, GATEWAY, { temperature: 22 });
+  await publish(c, GATEWAY, { humidity: 40 });
+  const device = await eventually(async () => {
+    const d = await deviceOf(t, GATEWAY);
+    return d.humidity === 40 ? d : undefined;
+  });
+  assert.is(device.temperature, 22);
+  assert.is(device.on, true);
+  assert.is(await countSecret(t, GATEWAY), 1);
+  await c.endAsync();
+});
+
+broker('rule 2: when a sub-topic that is not reserved publishes, then the payload is stored under the sub-topic name', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${GATEWAY}/stats`, { uptime: 12, cpu: 0.5 });
+  const device = await eventually(async () => {
+    const d = await deviceOf(t, GATEWAY);
+    return d.stats ? d : undefined;
+  });
+  assert.equal(device.stats, { uptime: 12, cpu: 0.5 });
+  assert.is(await countSecret(t, `${GATEWAY}/stats`), 0);
+  await c.endAsync();
+});
+
+broker('rule 3: when a deeper unreserved topic publishes, then the nearest reserved ancestor nests it along the remaining path', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${GATEWAY}/devices/3`, { level: 7 });
+  await publish(c, `${GATEWAY}/devices/4`, { level: 8 });
+  const device = await eventually(async () => {
+    const d = await deviceOf(t, GATEWAY);
+    return d.devices?.['4'] ? d : undefined;
+  });
+  assert.equal(device.devices, { '3': { level: 7 }, '4': { level: 8 } });
+  await c.endAsync();
+});
+
+broker('rule 2: when a sub-topic publishes before its reserved topic has a device, then no device is created and a log entry says why', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${ROOT}/lonely/stats`, { x: 1 });
+  await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes(`${ROOT}/lonely/stats`)));
+  assert.is(await countSecret(t, `${ROOT}/lonely`), 0);
+  await c.endAsync();
+});
+
+broker('rule 4: when a reserved sub-topic publishes, then it is its own device and the parent is untouched', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, NODE, { battery: 3.1 });
+  const node = await deviceOf(t, NODE);
+  assert.is(node.battery, 3.1);
+  assert.is(node.name, `MQTT - ${NODE}`);
+  const parent = await deviceOf(t, GATEWAY);
+  assert.is(parent['node-1'], undefined);
+  await c.endAsync();
+});
+
+broker('when a device is created from MQTT, then the credentials set creator can read it and another user cannot', async ({ t, p }) => {
+  const stranger = await givenUser(t, 'stranger');
+  const device = await deviceOf(t, NODE);
+  assert.is((await t.call('GET', `/api/iotnodes/${device._id}`, { token: stranger.token })).status, 404);
+  assert.ok(p.setId);
+});
+
+broker('claim: when a user claims a device by its secret, then the user gets access; before data flows the device is created', async ({ t, p }) => {
+  const owner = await givenUser(t, 'owner', { attributes: { roles: ['installer'] } });
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${ROOT}/claimed`, { v: 1 });
+  const device = await deviceOf(t, `${ROOT}/claimed`);
+  assert.is((await t.call('GET', `/api/iotnodes/${device._id}`, { token: owner.token })).status, 404);
+  const claim = await t.call('POST', '/api/iotnodes/claim', { token: owner.token, body: { secret: `${ROOT}/claimed` } });
+  assert.is(claim.status, 200, claim.text);
+  assert.is(claim.body._id, device._id);
+  assert.is((await t.call('GET', `/api/iotnodes/${device._id}`, { token: owner.token })).status, 200);
+  assert.is((await t.call('PUT', `/api/iotnodes/${device._id}`, { token: owner.token, body: { description: 'mine' } })).status, 200);
+
+  const early = await t.call('POST', '/api/iotnodes/claim', { token: owner.token, body: { secret: `${ROOT}/early` } });
+  assert.is(early.status, 200, early.text);
+  assert.is(early.body.name, `MQTT - ${ROOT}/early`);
+  await publish(c, `${ROOT}/early`, { v: 2 });
+  const later = await eventually(async () => {
+    const r = await t.call('GET', `/api/iotnodes/${early.body._id}`, { token: owner.token });
+    return r.body.v === 2 ? r.body : undefined;
+  });
+  assert.is(later._id, early.body._id);
+  assert.is(await countSecret(t, `${ROOT}/early`), 1);
+
+  const unknown = await t.call('POST', '/api/iotnodes/claim', { token: owner.token, body: { secret: 'svc/generic/v2/nothing-here' } });
+  assert.is(unknown.status, 404);
+  await c.endAsync();
+});
+
+broker('when the password is wrong or the username unknown, then the login is refused and a wrong password is logged on the set', async ({ t, p }) => {
+  const wrong = await connectMqtt(t, p.username, 'not-the-password').then(() => null, (e: Error) => e);
+  assert.ok(wrong, 'wrong password refused');
+  const unknown = await connectMqtt(t, 'nobody', 'x').then(() => null, (e: Error) => e);
+  assert.ok(unknown, 'unknown user refused');
+  const anonymous = await connectMqtt(t, '', '').then(() => null, (e: Error) => e);
+  assert.ok(anonymous, 'anonymous refused');
+  await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes('wrong password') && l.category === 'access'));
+});
+
+broker('when a user logs in with a valid token, then it connects; with an expired or foreign token it is refused', async ({ t }) => {
+  const user = await givenUser(t, 'consumer');
+  const c = await connectMqtt(t, user.id, user.token);
+  await c.endAsync();
+  const secret = t.platform.deps.jwtSecret;
+  const expired = issueToken(secret, user.id, -10);
+  assert.ok(await connectMqtt(t, user.id, expired).then(() => null, (e: Error) => e), 'expired token refused');
+  const admin = (await t.call('GET', '/api/users')).body.find((u: { username: string }) => u.username === 'admin');
+  assert.ok(await connectMqtt(t, user.id, issueToken(secret, admin.id, 60)).then(() => null, (e: Error) => e), 'token of another user refused');
+});
+
+broker('when a provider publishes on a topic not reserved to it, then the connection is closed, nothing is stored, and it is logged', async ({ t, p, other }) => {
+  for (const topic of [`${ROOT}/others`, 'svc/generic/v2/unreserved', `${ROOT}`, '$SYS/x', `${GATEWAY}//x`, `${GATEWAY}/`]) {
+    const c = await connectMqtt(t, p.username, p.password);
+    c.publish(topic, JSON.stringify({ evil: true }), { qos: 1 });
+    assert.ok(await closed(c), `closed after ${topic}`);
+    c.end(true);
+  }
+  assert.is(await countSecret(t, `${ROOT}/others`), 0);
+  await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes(`${ROOT}/others`) && l.message.includes('refused')));
+  // The broker keeps serving.
+  const c = await connectMqtt(t, other.username, other.password);
+  await publish(c, `${ROOT}/others`, { fine: 1 });
+  assert.is((await deviceOf(t, `${ROOT}/others`)).fine, 1);
+  await c.endAsync();
+});
+
+broker('when a user publishes at all, then the connection is closed', async ({ t }) => {
+  const user = await givenUser(t, 'publisher');
+  const c = await connectMqtt(t, user.id, user.token);
+  c.publish(GATEWAY, '{}', { qos: 1 });
+  assert.ok(await closed(c));
+  c.end(true);
+});
+
+broker('when a payload is not a JSON object or too large, then it is acknowledged, not stored, logged, and the connection stays', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  const topic = `${ROOT}/bad`;
+  for (const payload of ['not json', '[1,2]', '42', 'null', Buffer.alloc(300 * 1024, 'a')]) await publish(c, topic, payload);
+  assert.ok(c.connected);
+  await publish(c, topic, { ok: true });
+  const device = await deviceOf(t, topic);
+  assert.equal(Object.keys(device).filter((k) => !['_id', 'name', 'secret', 'rabbitRouting', 'createdAt', 'updatedAt', 'reportedAt'].includes(k)), ['ok']);
+  const messages = (await eventually(async () => {
+    const l = await logsOf(t, p.setId);
+    return l.filter((x) => x.message.includes(topic)).length >= 3 ? l : undefined;
+  })).map((l) => l.message);
+  assert.ok(messages.some((m) => m.includes('not JSON')));
+  assert.ok(messages.some((m) => m.includes('not a JSON object')));
+  assert.ok(messages.some((m) => m.includes('larger than 262144')));
+  await c.endAsync();
+});
+
+broker('when subscribing outside the own topics, then SUBACK 0x80; own output and push topics are granted', async ({ t, p }) => {
+  const user = await givenUser(t, 'subscriber');
+  const u = await connectMqtt(t, user.id, user.token);
+  // MQTT.js turns a failure return code (0x80) into a "Subscribe error".
+  const granted = (c: typeof u, topic: string) =>
+    c.subscribeAsync(topic, { qos: 1 }).then((g) => g[0]?.qos, (e: Error) => (/Subscribe error/.test(e.message) ? 128 : e.message));
+  assert.is(await granted(u, `svc/output/v2/${user.id}/#`), 1);
+  assert.is(await granted(u, `svc/output/v2/${p.setId}/#`), 128);
+  assert.is(await granted(u, 'svc/output/v2/+/iotnode/x'), 128);
+  assert.is(await granted(u, '#'), 128);
+  assert.is(await granted(u, '$SYS/#'), 128);
+  assert.is(await granted(u, `svc/push/v1/${p.setId}/#`), 128);
+  assert.ok(u.connected);
+  await u.endAsync();
+  const c = await connectMqtt(t, p.username, p.password);
+  assert.is(await granted(c, `svc/push/v1/${p.setId}/#`), 1);
+  assert.is(await granted(c, `svc/output/v2/${p.setId}/iotnode/abc`), 1);
+  assert.is(await granted(c, GATEWAY), 128);
+  await c.endAsync();
+});
+
+broker('when reports carry platform fields, then those are ignored and the device keeps its identity', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, NODE, { _id: 'x', secret: 'svc/generic/v2/hijack', name: 'renamed', rabbitRouting: {}, lnglat: { type: 'Point', coordinates: [3, 51] }, ok: 2 });
+  const node = await eventually(async () => {
+    const d = await deviceOf(t, NODE);
+    return d.ok === 2 ? d : undefined;
+  });
+  assert.is(node.secret, NODE);
+  assert.is(node.name, `MQTT - ${NODE}`);
+  assert.equal(node.lnglat, { type: 'Point', coordinates: [3, 51] });
+  await c.endAsync();
+});
+
+broker('when MQTT runs over WebSocket at /mqtt, then a provider can publish through it', async ({ t, p }) => {
+  const mqtt = (await import('mqtt')).default;
+  const c = await new Promise<import('mqtt').MqttClient>((resolve, reject) => {
+    const client = mqtt.connect(`ws://127.0.0.1:${t.platform.httpPort}/mqtt`, { username: p.username, password: p.password, reconnectPeriod: 0, protocolVersion: 4 });
+    client.once('connect', () => resolve(client));
+    client.once('error', reject);
+  });
+  await publish(c, GATEWAY, { viaWebSocket: true });
+  await eventually(async () => (await deviceOf(t, GATEWAY)).viaWebSocket === true);
+  await c.endAsync();
+});
+
+broker.run();
