@@ -20,7 +20,7 @@ export async function eventually<T>(check: () => Promise<T | undefined | false |
   for (;;) {
     const value = await check();
     if (value !== undefined && value !== false && value !== null) return value;
-    if (Date.now() > until) throw new assert.Assertion({ message: `timed out waiting for ${what}`, operator: 'eventually', generated: false });
+    if (Date.now() > until) throw new assert.Assertion({ message: `timed out waiting for ${what}`, operator: 'eventually', generated: false, expects: true, actual: false });
     await new Promise((r) => setTimeout(r, 25));
   }
 }
