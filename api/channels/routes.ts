@@ -5,7 +5,7 @@ import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { isUuid, newResourceId } from '../../domain/shared/ids.js';
-import { CHANNEL_NOT_FOUND, channelDecider, channelStream, type ChannelDoc } from '../../domain/channels/channel.js';
+import { CHANNEL_NOT_FOUND, channelDecider, channelStream, checkChannel, type ChannelDoc } from '../../domain/channels/channel.js';
 import { DEVICE_GROUP_NOT_FOUND, deviceGroupDecider, deviceGroupStream } from '../../domain/devicegroups/deviceGroup.js';
 import { DEVICE_NOT_FOUND } from '../../domain/devices/device.js';
 
@@ -36,9 +36,10 @@ export function channelRoutes(deps: Deps): Router {
   router.post('/api/channels', async (req, res) => {
     const body = req.body as ChannelDoc;
     const principal = principalOf(req);
+    checkChannel(body);
     // The target must be readable: a channel exports its data.
-    if (typeof body.iotnode === 'string' && body.deviceGroup === undefined) await requireAccess(deps, principal, body.iotnode, 'read', DEVICE_NOT_FOUND);
-    if (typeof body.deviceGroup === 'string' && body.iotnode === undefined) await requireAccess(deps, principal, body.deviceGroup, 'read', DEVICE_GROUP_NOT_FOUND);
+    if (typeof body.iotnode === 'string') await requireAccess(deps, principal, body.iotnode, 'read', DEVICE_NOT_FOUND);
+    if (typeof body.deviceGroup === 'string') await requireAccess(deps, principal, body.deviceGroup, 'read', DEVICE_GROUP_NOT_FOUND);
     const mqtt = body.mqtt as { type?: string; recipient?: string } | undefined;
     if (mqtt?.type === 'keycloakUser') {
       const user = isUuid(mqtt.recipient) && (await deps.db.selectFrom('users').select('id').where('id', '=', mqtt.recipient!).executeTakeFirst());

@@ -1,0 +1,185 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawn, execFile } from 'node:child_process';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { givenUser, type GivenUser } from '../users/given.js';
+import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from './support.js';
+
+const ROOT = 'svc/generic/v2/channels';
+
+interface Received {
+  headers: IncomingMessage['headers'];
+  body: any;
+}
+
+/** A local HTTP receiver; `status` decides each answer. */
+async function receiver(status: () => number = () => 200): Promise<{ url: string; received: Received[]; close(): Promise<void>; server: Server }> {
+  const received: Received[] = [];
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (c) => (text += c));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body: JSON.parse(text) });
+      res.statusCode = status();
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, received, server, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+const channels = suite<{ t: TestPlatform; p: Provider; user: GivenUser; a: string; b: string }>('Output topics, channels and device groups');
+
+channels.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+  ctx.p = await givenProvider(ctx.t, 'chan', [`${ROOT}/a`, `${ROOT}/b`, `${ROOT}/c`]);
+  ctx.user = await givenUser(ctx.t, 'watcher');
+  const c = await connectMqtt(ctx.t, ctx.p.username, ctx.p.password);
+  await publish(c, `${ROOT}/a`, { n: 0 });
+  await publish(c, `${ROOT}/b`, { n: 0 });
+  await c.endAsync();
+  ctx.a = (await deviceOf(ctx.t, `${ROOT}/a`))._id;
+  ctx.b = (await deviceOf(ctx.t, `${ROOT}/b`))._id;
+});
+channels.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+channels('when a channel has no target, both targets, no protocol or two protocols, then 422 names what was found', async ({ t, a }) => {
+  const http = { url: 'http://127.0.0.1:1/x' };
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ http }, /found none/],
+    [{ iotnode: a, deviceGroup: 'dddddddddddddddddddddddd', http }, /found iotnode, deviceGroup/],
+    [{ iotnode: a }, /found none/],
+    [{ iotnode: a, http, mqtt: { type: 'keycloakUser', recipient: 'x' } }, /found http, mqtt/],
+  ];
+  for (const [body, message] of cases) {
+    const res = await t.call('POST', '/api/channels', { body });
+    assert.is(res.status, 422, JSON.stringify(body));
+    assert.match(res.text, message);
+  }
+});
+
+channels('end to end with mosquitto: a provider publishes with mosquitto_pub, a consumer with a user token gets {iotnode, diff, event} with mosquitto_sub', async ({ t, p, user, a }) => {
+  const channel = await t.call('POST', '/api/channels', { body: { name: 'to watcher', iotnode: a, mqtt: { type: 'keycloakUser', recipient: user.id } } });
+  assert.is(channel.status, 201, channel.text);
+  const port = String(t.mqttPort);
+  const sub = spawn('mosquitto_sub', ['-h', '127.0.0.1', '-p', port, '-u', user.id, '-P', user.token, '-t', `svc/output/v2/${user.id}/#`, '-C', '1', '-v', '-q', '1', '-W', '15']);
+  let out = '';
+  sub.stdout.on('data', (d) => (out += d));
+  const exited = new Promise<number>((r) => sub.on('exit', (code) => r(code ?? -1)));
+  // Give the subscription time to be granted before publishing.
+  await eventually(async () => t.platform.deps && (await new Promise((r) => setTimeout(r, 300)), true));
+  await new Promise<void>((resolve, reject) =>
+    execFile('mosquitto_pub', ['-h', '127.0.0.1', '-p', port, '-u', p.username, '-P', p.password, '-t', `${ROOT}/a`, '-m', '{"temperature":19.5}', '-q', '1'], (err) => (err ? reject(err) : resolve())),
+  );
+  assert.is(await exited, 0, `mosquitto_sub: ${out}`);
+  const space = out.indexOf(' ');
+  assert.is(out.slice(0, space), `svc/output/v2/${user.id}/iotnode/${a}`);
+  const message = JSON.parse(out.slice(space + 1));
+  assert.is(message.iotnode._id, a);
+  assert.is(message.iotnode.temperature, 19.5);
+  assert.is(message.iotnode.n, 0);
+  assert.is(message.diff.temperature, 19.5);
+  assert.is(message.diff.n, undefined, 'only changed attributes');
+  assert.is(message.event.type, 'DeviceReported');
+  assert.is(message.event.actor, `credentials:${p.setId}`);
+  await t.call('DELETE', `/api/channels/${channel.body._id}`);
+});
+
+channels('when an mqtt channel targets a credentials set, then MQTT.js logged in with that set receives REST updates too', async ({ t, p, a }) => {
+  const channel = await t.call('POST', '/api/channels', { body: { iotnode: a, mqtt: { type: 'basicCredentialsSet', recipient: p.setId } } });
+  assert.is(channel.status, 201, channel.text);
+  const c = await connectMqtt(t, p.username, p.password);
+  const messages: { topic: string; body: any }[] = [];
+  c.on('message', (topic, payload) => messages.push({ topic, body: JSON.parse(payload.toString()) }));
+  await c.subscribeAsync(`svc/output/v2/${p.setId}/#`, { qos: 1 });
+  await t.call('PUT', `/api/iotnodes/${a}`, { body: { description: 'lobby' } });
+  const got = await eventually(async () => messages.find((m) => m.body.diff.description === 'lobby'));
+  assert.is(got.topic, `svc/output/v2/${p.setId}/iotnode/${a}`);
+  assert.is(got.body.event.type, 'DeviceUpdated');
+  assert.ok(got.body.diff.updatedAt);
+  await c.endAsync();
+  await t.call('DELETE', `/api/channels/${channel.body._id}`);
+});
+
+channels('when an http channel exists, then changes are POSTed in order with the headers, and Authorization is never returned', async ({ t, p, a }) => {
+  const r = await receiver();
+  const channel = await t.call('POST', '/api/channels', { body: { iotnode: a, http: { url: r.url, headers: { Authorization: 'Bearer s3cret', 'X-Tenant': 'blue' } } } });
+  assert.is(channel.status, 201, channel.text);
+  assert.equal(channel.body.http.headers, { 'X-Tenant': 'blue' });
+  assert.not.ok((await t.call('GET', `/api/channels/${channel.body._id}`)).text.includes('s3cret'));
+  assert.not.ok((await t.call('GET', '/api/channels')).text.includes('s3cret'));
+  const c = await connectMqtt(t, p.username, p.password);
+  for (let i = 1; i <= 20; i++) await publish(c, `${ROOT}/a`, { seq: i });
+  await eventually(async () => r.received.filter((x) => x.body.diff.seq).length >= 20);
+  const seqs = r.received.filter((x) => x.body.diff.seq).map((x) => x.body.diff.seq);
+  assert.equal(seqs, Array.from({ length: 20 }, (_, i) => i + 1));
+  assert.is(r.received[0]!.headers.authorization, 'Bearer s3cret');
+  assert.is(r.received[0]!.headers['x-tenant'], 'blue');
+  assert.is(r.received[0]!.body.iotnode._id, a);
+  await c.endAsync();
+  await t.call('DELETE', `/api/channels/${channel.body._id}`);
+  await r.close();
+});
+
+channels('when an http receiver keeps failing, then delivery is retried with backoff and the final failure is logged on the device', async ({ t, p, b }) => {
+  let calls = 0;
+  const r = await receiver(() => (calls++, 503));
+  const channel = await t.call('POST', '/api/channels', { body: { iotnode: b, http: { url: r.url } } });
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${ROOT}/b`, { fail: 1 });
+  const entry = await eventually(async () => {
+    const logs = (await t.call('GET', `/api/logs?resourceId=${b}&type=error`)).body.logs as { message: string; category: string; resourceType: string }[];
+    return logs.find((l) => l.message.includes(channel.body._id));
+  }, 15000, 'the failure log entry');
+  assert.is(entry.resourceType, 'device');
+  assert.is(calls, 5);
+  await c.endAsync();
+  await t.call('DELETE', `/api/channels/${channel.body._id}`);
+  await r.close();
+});
+
+channels('when a channel is on a device group, then devices added to the group later are covered', async ({ t, p, a, b }) => {
+  const group = await t.call('POST', '/api/devicegroups', { body: { name: 'floor 1', devices: [a] } });
+  assert.is(group.status, 201, group.text);
+  assert.equal(group.body.devices, [a]);
+  const r = await receiver();
+  const channel = await t.call('POST', '/api/channels', { body: { deviceGroup: group.body._id, http: { url: r.url } } });
+  assert.is(channel.status, 201, channel.text);
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${ROOT}/b`, { before: 1 });
+  await publish(c, `${ROOT}/a`, { member: 1 });
+  await eventually(async () => r.received.some((x) => x.body.diff.member === 1));
+  assert.not.ok(r.received.some((x) => x.body.iotnode._id === b));
+  const patched = await t.call('PATCH', `/api/devicegroups/${group.body._id}`, { body: { devices: [a, b] } });
+  assert.equal(patched.body.devices, [a, b]);
+  await publish(c, `${ROOT}/b`, { after: 1 });
+  await eventually(async () => r.received.some((x) => x.body.iotnode._id === b && x.body.diff.after === 1));
+  assert.is((await t.call('GET', `/api/devicegroups/${group.body._id}`)).body.name, 'floor 1');
+  await c.endAsync();
+  await t.call('DELETE', `/api/channels/${channel.body._id}`);
+  assert.is((await t.call('DELETE', `/api/devicegroups/${group.body._id}`)).status, 204);
+  await r.close();
+});
+
+channels('when a channel uses a protocol this build does not deliver, then it is stored and each skipped delivery is logged on the channel', async ({ t, p, a }) => {
+  for (const body of [{ bacnet: { host: '10.0.0.5', deviceInstance: 12 } }, { knx: { host: 'knx.local', groupAddress: '1/2/3' } }, { modbus: { host: 'plc', unitId: 1, register: 40001 } }, { cloudIotHub: { connectionString: 'HostName=x' } }]) {
+    const res = await t.call('POST', '/api/channels', { body: { iotnode: a, ...body } });
+    assert.is(res.status, 201, res.text);
+  }
+  const bad = await t.call('POST', '/api/channels', { body: { iotnode: a, knx: { host: 'knx', groupAddress: 'nope' } } });
+  assert.is(bad.status, 422);
+  const bacnet = (await t.call('GET', `/api/channels?iotnode=${a}`)).body.find((ch: Record<string, unknown>) => ch.bacnet);
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${ROOT}/a`, { skipped: 1 });
+  await eventually(async () => {
+    const logs = (await t.call('GET', `/api/logs?resourceId=${bacnet._id}&resourceType=channel`)).body.logs as { message: string }[];
+    return logs.some((l) => l.message.includes('bacnet is not supported'));
+  });
+  await c.endAsync();
+});
+
+channels.run();
