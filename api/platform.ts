@@ -17,6 +17,7 @@ import { roleRoutes } from './access/roles.js';
 import { accessRightRoutes } from './access/rights.js';
 import { usergroupRoutes } from './usergroups/routes.js';
 import { geofenceRoutes } from './geofences/routes.js';
+import { GeofenceTracking } from './geofences/tracking.js';
 import { dashboardRoutes } from './dashboards/routes.js';
 import { imageRoutes, imageUploadParser } from './images/routes.js';
 import { startPrivateCluster, type PrivateCluster } from '../migrations/cluster.js';
@@ -98,6 +99,8 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
   });
   const httpPort = (server.address() as AddressInfo).port;
   const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
+  const tracking = new GeofenceTracking(deps);
+  await tracking.start();
   log.info({ port: httpPort }, 'HTTP listening');
 
   return {
@@ -105,6 +108,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     httpPort,
     mqttPort: broker.port,
     async stop() {
+      await tracking.stop();
       await ingest.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

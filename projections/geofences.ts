@@ -3,6 +3,7 @@ import type { Database } from './database.js';
 import type { Projection } from './runner.js';
 import type { RecordedEvent } from '../domain/shared/events.js';
 import type { GeofenceEvent } from '../domain/geofences/geofence.js';
+import type { DeviceEvent } from '../domain/devices/device.js';
 import type { Polygon } from '../domain/geofences/fence.js';
 
 export interface GeofencesTable {
@@ -34,14 +35,48 @@ export const geometryOf = (fence: Polygon) => sql`ST_SetSRID(ST_GeomFromGeoJSON(
 
 const EVENTS = new Set(['GeofenceCreated', 'GeofenceReplaced', 'GeofenceDeleted']);
 
-/** Geofences, guarded by stream revision, so applying a batch again ends in the same rows. */
+/**
+ * Geofences, guarded by stream revision, and the presence of assets inside
+ * trackers' fences, replaced whole from each tracker's `assetList`; applying a
+ * batch again ends in the same rows.
+ */
 export const geofencesProjection: Projection = {
   name: 'geofences',
   tables: ['geofence_presence', 'geofences'],
   async apply(tx, batch) {
-    for (const event of batch) if (EVENTS.has(event.type)) await applyEvent(tx, event as RecordedEvent & GeofenceEvent);
+    for (const event of batch) {
+      if (EVENTS.has(event.type)) await applyEvent(tx, event as RecordedEvent & GeofenceEvent);
+      else await applyAssetList(tx, event as RecordedEvent & DeviceEvent);
+    }
   },
 };
+
+const assetIds = (list: unknown): string[] =>
+  Array.isArray(list) ? list.flatMap((a) => (typeof (a as { assetId?: unknown })?.assetId === 'string' ? [(a as { assetId: string }).assetId] : [])) : [];
+
+async function applyAssetList(tx: Transaction<Database>, event: RecordedEvent & DeviceEvent): Promise<void> {
+  let list: unknown;
+  switch (event.type) {
+    case 'DeviceRegistered':
+      if (!('assetList' in event.data.doc)) return;
+      list = event.data.doc.assetList;
+      break;
+    case 'DeviceUpdated':
+      if ('assetList' in event.data.set) list = event.data.set.assetList;
+      else if (event.data.unset.includes('assetList')) list = [];
+      else return;
+      break;
+    case 'DeviceDeleted':
+      list = [];
+      break;
+    default:
+      return;
+  }
+  const tracker = event.data.id;
+  await tx.deleteFrom('geofence_presence').where('tracker_id', '=', tracker).execute();
+  const ids = [...new Set(assetIds(list))];
+  if (ids.length) await tx.insertInto('geofence_presence').values(ids.map((asset_id) => ({ tracker_id: tracker, asset_id }))).execute();
+}
 
 async function applyEvent(tx: Transaction<Database>, event: RecordedEvent & GeofenceEvent): Promise<void> {
   const id = event.data.id;

@@ -13,6 +13,7 @@ import { CREATOR_SCOPE, type Scope } from '../../domain/access/scopes.js';
 import type { Ingest } from '../../ingest/index.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { statsRoutes } from './stats.js';
+import { geoqueryCondition } from '../geofences/geoquery.js';
 
 /** Columns a list may be ordered by; any other name orders by that device field. */
 const ORDER_COLUMNS: Record<string, string> = { name: 'lower(name)', category: 'category', createdAt: 'created_at', updatedAt: 'updated_at', reportedAt: 'reported_at' };
@@ -47,6 +48,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
 
   router.get('/api/iotnodes', async (req, res) => {
     const conditions = listConditions(req);
+    if (typeof req.query.geoquery === 'string') conditions.push(await geoqueryCondition(deps, principalOf(req), req.query.geoquery, 'devices.lnglat'));
     const where = sql.join(conditions, sql` AND `);
     const orderBy = String(req.query.orderBy ?? 'name');
     const desc = orderBy.startsWith('-');

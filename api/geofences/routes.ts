@@ -1,5 +1,4 @@
 import { Router } from 'express';
-import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
@@ -46,8 +45,8 @@ async function checkedFields(deps: Deps, principal: Principal, body: Body): Prom
       if (error instanceof ForbiddenError) throw ValidationError.field('ref', 'is a device you cannot write; tracking updates the linked device');
       throw error;
     }
-    const { rows } = await sql`SELECT 1 FROM devices WHERE id = ${fields.ref}`.execute(deps.db);
-    if (rows.length === 0) throw ValidationError.field('ref', 'is not a device you can read');
+    const device = await deps.db.selectFrom('devices').select('id').where('id', '=', fields.ref).executeTakeFirst();
+    if (!device) throw ValidationError.field('ref', 'is not a device you can read');
   }
   return fields;
 }

@@ -1,0 +1,135 @@
+import { createHash } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Deps } from '../deps.js';
+import type { Subscription } from '../../domain/eventstore/port.js';
+import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
+import type { Position, RecordedEvent } from '../../domain/shared/events.js';
+import { deviceStream, isLngLat, type DeviceEvent } from '../../domain/devices/device.js';
+import { logEvent, logStream } from '../../domain/logs/logEntry.js';
+import { crossingMessage, trackerDecider, type AssetReport, type TrackerFields } from '../../domain/geofences/tracking.js';
+
+const CHECKPOINT = 'geofence-tracking';
+const ACTOR = 'system:geofence-tracking';
+
+type Point = { type: 'Point'; coordinates: [number, number] };
+
+/** A device event that sets or removes a device's position: the point, null for removed, undefined for no position change. */
+export function positionOf(event: RecordedEvent): Point | null | undefined {
+  const e = event as unknown as DeviceEvent;
+  switch (e.type) {
+    case 'DeviceRegistered':
+      return isLngLat(e.data.doc.lnglat) ? e.data.doc.lnglat : undefined;
+    case 'DeviceUpdated':
+      if (isLngLat(e.data.set.lnglat)) return e.data.set.lnglat;
+      return e.data.unset.includes('lnglat') ? null : undefined;
+    case 'DeviceReported':
+      // A report on a sub-topic nests its payload; only a top-level `lnglat` is the device's position.
+      return e.data.path.length === 0 && isLngLat(e.data.payload.lnglat) ? e.data.payload.lnglat : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** A stable UUID-shaped id, so a batch handled again after a crash writes the same log entry, which the store then ignores. */
+const derivedId = (...parts: string[]): string => {
+  const h = createHash('sha256').update(parts.join('/')).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+};
+
+/**
+ * The side effect of geofences: follows device position events from its own
+ * checkpoint and, for each tracker whose fences the device crossed into or
+ * out of, updates the tracker through the device decider and writes a log
+ * entry on it. The trackers an asset may be leaving come from
+ * `geofence_presence` (a read model of the trackers' `assetList`), so after
+ * each crossing it waits for the read models before going on. Handling a
+ * batch again is harmless: the decider sees the tracker's current list, and
+ * log entries carry ids derived from the position event.
+ */
+export class GeofenceTracking {
+  private subscription: Subscription | null = null;
+
+  constructor(private readonly deps: Deps) {}
+
+  async start(): Promise<void> {
+    const after = await this.loadCheckpoint();
+    this.subscription = this.deps.store.subscribe(
+      { after, batchSize: 500, onError: (err) => this.deps.log.error({ err }, 'geofence tracking failed; retrying the batch') },
+      (batch) => this.handleBatch(batch),
+    );
+  }
+
+  async stop(): Promise<void> {
+    await this.subscription?.stop();
+    this.subscription = null;
+  }
+
+  private async handleBatch(batch: RecordedEvent[]): Promise<void> {
+    for (const event of batch) {
+      const position = positionOf(event);
+      if (position !== undefined) await this.handlePosition(event, position);
+    }
+    await this.saveCheckpoint(batch[batch.length - 1]!.position);
+  }
+
+  private async handlePosition(event: RecordedEvent, position: Point | null): Promise<void> {
+    const assetId = (event.data as { id: string }).id;
+    const point = position ? JSON.stringify(position) : null;
+    const { rows } = await sql<{ tracker: string; inside: boolean }>`
+      SELECT tracker, bool_or(inside) AS inside FROM (
+        SELECT g.ref AS tracker, true AS inside FROM geofences g
+          WHERE g.ref IS NOT NULL AND ${point}::text IS NOT NULL AND ST_Contains(g.geom, ST_SetSRID(ST_GeomFromGeoJSON(${point}::text), 4326))
+        UNION ALL
+        SELECT p.tracker_id, false FROM geofence_presence p WHERE p.asset_id = ${assetId}
+      ) c WHERE tracker <> ${assetId} GROUP BY tracker`.execute(this.deps.db);
+    if (rows.length === 0) return;
+    const asset = await this.assetOf(event, assetId, position);
+    const context: CommandContext = { actor: ACTOR, correlationId: event.metadata.correlationId, causationId: event.id, now: asset.at };
+    let last: Position | null = null;
+    for (const { tracker, inside } of rows) {
+      const handled = await handle(
+        this.deps.store,
+        deviceStream(tracker),
+        trackerDecider,
+        { type: 'TrackAsset', trackerId: tracker, report: asset, inside, at: asset.at },
+        context,
+        { retries: 5 },
+      );
+      const update = handled.events[0];
+      if (!handled.result || update?.type !== 'DeviceUpdated') continue;
+      const fields = update.data.set as unknown as TrackerFields;
+      const log = logEvent(
+        { resourceId: tracker, resourceType: 'device', type: 'info', priority: 'low', category: 'update', message: crossingMessage(fields), data: { assetUpdate: fields.assetUpdate } },
+        asset.at,
+        derivedId(event.id, tracker),
+      );
+      const logged = await this.deps.store.append(logStream(tracker), [toNewEvent(log, context, log.data.id)], 'any');
+      last = logged.position;
+    }
+    if (last) await this.deps.projections.waitFor(last, this.deps.config.projectionWaitMs);
+  }
+
+  private async assetOf(event: RecordedEvent, id: string, position: Point | null): Promise<AssetReport> {
+    const { rows } = await sql<{ name: string | null; tracker: boolean }>`
+      SELECT (SELECT d.name FROM devices d WHERE d.id = ${id}) AS name,
+             EXISTS (SELECT 1 FROM geofences g WHERE g.ref = ${id}) AS tracker`.execute(this.deps.db);
+    const e = event as unknown as DeviceEvent;
+    const at = e.type === 'DeviceReported' ? e.data.reportedAt : (e.data as { at: string }).at;
+    const name = rows[0]?.name ?? (e.type === 'DeviceRegistered' ? String(e.data.doc.name ?? '') : '');
+    return { id, name, position, at, isTracker: rows[0]?.tracker ?? false };
+  }
+
+  private async loadCheckpoint(): Promise<Position | null> {
+    const { rows } = await sql<{ commit_position: string; prepare_position: string }>`
+      SELECT commit_position, prepare_position FROM es.checkpoints WHERE name = ${CHECKPOINT}`.execute(this.deps.db);
+    const row = rows[0];
+    return row ? { commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) } : null;
+  }
+
+  private async saveCheckpoint(position: Position): Promise<void> {
+    await sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
+      VALUES (${CHECKPOINT}, ${String(position.commit)}, ${String(position.prepare)}, now())
+      ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position,
+        prepare_position = EXCLUDED.prepare_position, updated_at = now()`.execute(this.deps.db);
+  }
+}

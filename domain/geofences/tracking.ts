@@ -1,0 +1,106 @@
+import type { Decider } from '../shared/decider.js';
+import { deviceDecider, type DeviceCommand, type DeviceDoc, type DeviceEvent, type DeviceState } from '../devices/device.js';
+
+/**
+ * Geofence tracking. A fence with a `ref` makes that device a tracker; every
+ * other device is an asset to it. When an asset's position crosses the
+ * boundary of the tracker's fences (inside any of them, or inside none), the
+ * tracker's fields change:
+ * - `assetUpdate`: the asset that crossed, with `assetState` `inside` or
+ *   `outside` (where it is now) and `assetAccess` `enter` or `exit` (the
+ *   crossing that happened);
+ * - `assetList`: the assets inside now, each as it was when it entered
+ *   (`assetAccess` `enter`, no `assetState`);
+ * - `assets`, `trackers`: how many of the listed assets are plain devices and
+ *   how many are themselves trackers;
+ * - `prevReportedAt`: the `assetTimestamp` of the previous `assetUpdate`, left
+ *   out on the first one.
+ * A report that stays on the same side changes nothing, so an asset moving
+ * about inside a fence does not rewrite the tracker on every report.
+ */
+export type AssetState = 'inside' | 'outside';
+export type AssetAccess = 'enter' | 'exit';
+
+export interface Asset {
+  assetId: string;
+  assetName: string;
+  assetPosition: { type: 'Point'; coordinates: [number, number] } | null;
+  assetTimestamp: string;
+  assetIsGeofenceTracker: boolean;
+  assetAccess: AssetAccess;
+}
+
+export interface AssetUpdate extends Asset {
+  assetState: AssetState;
+}
+
+/** An asset's position report, as the tracking subscriber sees it. */
+export interface AssetReport {
+  id: string;
+  name: string;
+  /** Null when the device's position was removed: it is then inside no fence. */
+  position: { type: 'Point'; coordinates: [number, number] } | null;
+  at: string;
+  isTracker: boolean;
+}
+
+export interface TrackerFields {
+  assetUpdate: AssetUpdate;
+  assetList: Asset[];
+  assets: number;
+  trackers: number;
+  prevReportedAt?: string;
+}
+
+const isAsset = (v: unknown): v is Asset => typeof v === 'object' && v !== null && typeof (v as Asset).assetId === 'string';
+
+/** The tracker's new fields when the asset crossed a boundary; null when it stayed on the same side. */
+export function track(tracker: DeviceDoc, report: AssetReport, inside: boolean): TrackerFields | null {
+  const list = Array.isArray(tracker.assetList) ? tracker.assetList.filter(isAsset) : [];
+  const listed = list.some((a) => a.assetId === report.id);
+  if (inside === listed) return null;
+  const asset: Asset = {
+    assetId: report.id,
+    assetName: report.name,
+    assetPosition: report.position,
+    assetTimestamp: report.at,
+    assetIsGeofenceTracker: report.isTracker,
+    assetAccess: inside ? 'enter' : 'exit',
+  };
+  const assetList = inside ? [...list, asset] : list.filter((a) => a.assetId !== report.id);
+  const fields: TrackerFields = {
+    assetUpdate: { ...asset, assetState: inside ? 'inside' : 'outside' },
+    assetList,
+    assets: assetList.filter((a) => !a.assetIsGeofenceTracker).length,
+    trackers: assetList.filter((a) => a.assetIsGeofenceTracker).length,
+  };
+  const previous = tracker.assetUpdate as Partial<AssetUpdate> | undefined;
+  if (typeof previous?.assetTimestamp === 'string') fields.prevReportedAt = previous.assetTimestamp;
+  return fields;
+}
+
+export type TrackCommand = { type: 'TrackAsset'; trackerId: string; report: AssetReport; inside: boolean; at: string };
+
+/**
+ * The tracker's side of a crossing, decided on the tracker device's own
+ * stream and written through the device decider (`UpdateDevice`), so it is an
+ * ordinary device change: read model, history, output topics and channels
+ * follow as for any other. A tracker that is gone changes nothing.
+ */
+export const trackerDecider: Decider<TrackCommand, DeviceState, DeviceEvent> = {
+  initialState: deviceDecider.initialState,
+  evolve: deviceDecider.evolve,
+  decide(command, state) {
+    if (state.status !== 'active') return [];
+    const fields = track(state.doc, command.report, command.inside);
+    if (!fields) return [];
+    const update: DeviceCommand = { type: 'UpdateDevice', id: command.trackerId, fields: { ...fields }, at: command.at };
+    return deviceDecider.decide(update, state);
+  },
+};
+
+/** The log line written on the tracker for a crossing. */
+export const crossingMessage = (fields: TrackerFields): string =>
+  fields.assetUpdate.assetAccess === 'enter'
+    ? `Asset ${fields.assetUpdate.assetName} (${fields.assetUpdate.assetId}) entered the geofence`
+    : `Asset ${fields.assetUpdate.assetName} (${fields.assetUpdate.assetId}) left the geofence`;

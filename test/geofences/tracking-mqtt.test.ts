@@ -1,0 +1,115 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import mqtt from 'mqtt';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { box, givenFence } from './given.js';
+
+/**
+ * Enter and exit driven end to end: an asset publishes its position over
+ * MQTT on its reserved topic; the tracker device linked to the fence gets its
+ * tracking fields and a log entry.
+ */
+const tracking = suite<{ t: TestPlatform; client: mqtt.MqttClient; trackerId: string; assetId: string }>('geofence tracking over MQTT');
+
+const TOPIC = 'svc/generic/v2/forklift';
+const position = (lng: number, lat: number) => JSON.stringify({ lnglat: { type: 'Point', coordinates: [lng, lat] } });
+
+/** Reads the device until `ready` holds; tracking follows the position event asynchronously. */
+async function eventually(t: TestPlatform, id: string, ready: (device: Record<string, any>) => boolean): Promise<Record<string, any>> {
+  let device: Record<string, any> = {};
+  for (let i = 0; i < 200; i++) {
+    device = (await t.call('GET', `/api/iotnodes/${id}`)).body;
+    if (ready(device)) return device;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.unreachable(`device ${id} never reached the expected state: ${JSON.stringify(device)}`);
+  return device;
+}
+
+async function publish(client: mqtt.MqttClient, payload: string): Promise<void> {
+  await client.publishAsync(TOPIC, payload, { qos: 1 });
+}
+
+tracking.before(async (ctx) => {
+  const t = (ctx.t = await startTestPlatform());
+  const set = await t.call('POST', '/api/basic-credentials-sets', { body: { username: 'forklift-provider', password: 'provider-secret-1' } });
+  assert.is(set.status, 201, set.text);
+  const topic = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: TOPIC, basicCredentialsSetId: set.body._id } });
+  assert.is(topic.status, 201, topic.text);
+  const tracker = await t.call('POST', '/api/iotnodes', { body: { name: 'yard gate' } });
+  assert.is(tracker.status, 201, tracker.text);
+  ctx.trackerId = tracker.body._id;
+  await givenFence(t, box(10, 50, 11, 51), { ref: ctx.trackerId });
+  const port = t.platform.mqttPort;
+  ctx.client = await mqtt.connectAsync(`mqtt://127.0.0.1:${port}`, { username: 'forklift-provider', password: 'provider-secret-1', reconnectPeriod: 0 });
+  // The first publish, outside the fence, creates the asset device.
+  await publish(ctx.client, position(0, 0));
+  const list = await eventuallyList(t);
+  ctx.assetId = list;
+});
+tracking.after(async (ctx) => {
+  await ctx.client?.endAsync();
+  await ctx.t.stop();
+});
+
+async function eventuallyList(t: TestPlatform): Promise<string> {
+  for (let i = 0; i < 200; i++) {
+    const res = await t.call('GET', `/api/iotnodes?filter[secret]=${encodeURIComponent(TOPIC)}`);
+    if (res.status === 200 && res.body.length === 1) return res.body[0]._id;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('the asset device was never created from its first MQTT message');
+}
+
+tracking('given an asset outside, when it publishes a position inside the fence, then the tracker records the entry', async ({ t, client, trackerId, assetId }) => {
+  await publish(client, position(10.5, 50.5));
+  const tracker = await eventually(t, trackerId, (d) => d.assetUpdate?.assetState === 'inside');
+  assert.is(tracker.assetUpdate.assetId, assetId);
+  assert.is(tracker.assetUpdate.assetAccess, 'enter');
+  assert.is(tracker.assetUpdate.assetName, `MQTT - ${TOPIC}`);
+  assert.equal(tracker.assetUpdate.assetPosition, { type: 'Point', coordinates: [10.5, 50.5] });
+  assert.is(tracker.assetUpdate.assetIsGeofenceTracker, false);
+  assert.type(tracker.assetUpdate.assetTimestamp, 'string');
+  assert.equal(tracker.assetList.map((a: { assetId: string }) => a.assetId), [assetId]);
+  assert.is(tracker.assets, 1);
+  assert.is(tracker.trackers, 0);
+  assert.is(tracker.prevReportedAt, undefined);
+});
+
+tracking('given an asset inside, when it publishes another position inside, then the tracker does not change', async ({ t, client, trackerId }) => {
+  const before = (await t.call('GET', `/api/iotnodes/${trackerId}`)).body;
+  const events = (await t.platform.deps.store.readStream(`device-${trackerId}`)).length;
+  await publish(client, position(10.6, 50.6));
+  // A later crossing proves the inside report was handled before it.
+  await publish(client, position(12, 50.5));
+  const after = await eventually(t, trackerId, (d) => d.assetUpdate?.assetState === 'outside');
+  assert.is(after.prevReportedAt, before.assetUpdate.assetTimestamp);
+  assert.is((await t.platform.deps.store.readStream(`device-${trackerId}`)).length, events + 1, 'only the exit changed the tracker');
+});
+
+tracking('given an asset inside, when it publishes a position outside, then the tracker records the exit and a log entry is written', async ({ t, client, trackerId, assetId }) => {
+  await publish(client, position(10.5, 50.5));
+  await eventually(t, trackerId, (d) => d.assetUpdate?.assetState === 'inside');
+  await publish(client, position(20, 20));
+  const tracker = await eventually(t, trackerId, (d) => d.assetUpdate?.assetState === 'outside' && d.assetUpdate.assetPosition?.coordinates?.[0] === 20);
+  assert.is(tracker.assetUpdate.assetAccess, 'exit');
+  assert.equal(tracker.assetList, []);
+  assert.is(tracker.assets, 0);
+  assert.type(tracker.prevReportedAt, 'string');
+  const logs = await t.platform.deps.store.readStream(`logs-${trackerId}`);
+  const messages = logs.map((e) => (e.data as { message: string }).message);
+  assert.ok(messages.some((m) => m.includes(assetId) && m.includes('entered')), messages.join('\n'));
+  assert.ok(messages.some((m) => m.includes(assetId) && m.includes('left')), messages.join('\n'));
+});
+
+tracking('when the tracker changes, then it is an ordinary device update event caused by the position report', async ({ t, trackerId }) => {
+  const events = await t.platform.deps.store.readStream(`device-${trackerId}`);
+  const updates = events.filter((e) => e.type === 'DeviceUpdated');
+  assert.ok(updates.length >= 2);
+  for (const e of updates) {
+    assert.is(e.metadata.actor, 'system:geofence-tracking');
+    assert.type(e.metadata.causationId, 'string');
+  }
+});
+
+tracking.run();
