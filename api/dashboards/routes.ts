@@ -1,4 +1,5 @@
 import { Router, type Request } from 'express';
+import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
@@ -21,7 +22,7 @@ import { placeOf, type Place, type Template } from '../../domain/dashboards/temp
 import { newResourceId } from '../../domain/shared/ids.js';
 import { ConcurrencyError, NotFoundError, PreconditionFailedError, ForbiddenError } from '../../domain/shared/errors.js';
 import type { CommandContext, Handled } from '../../domain/shared/decider.js';
-import { stateOfRow } from '../../projections/dashboards.js';
+import { stateOfRow, type DashboardsTable } from '../../projections/dashboards.js';
 
 /** Request bodies, as the OpenAPI document has already checked them. */
 interface WidgetCreateBody extends Partial<Place> {
@@ -72,8 +73,29 @@ const pickHeader = (body: Partial<Header>): Partial<Header> => {
   return header;
 };
 
+/**
+ * GET bodies of recently read dashboards, by id. A body depends only on the
+ * stored revision and on the template rules, which are fixed for the life of
+ * the process, so it stays right until the revision moves.
+ */
+class RenderedDashboards {
+  private readonly entries = new Map<string, { revision: number; body: string }>();
+  constructor(private readonly capacity: number) {}
+
+  get(id: string): { revision: number; body: string } | undefined {
+    return this.entries.get(id);
+  }
+
+  set(id: string, revision: number, body: string): void {
+    this.entries.delete(id);
+    this.entries.set(id, { revision, body });
+    if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
+  }
+}
+
 export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTemplateRules(loadOpenApi())): Router {
   const router = Router();
+  const rendered = new RenderedDashboards(500);
 
   async function change(req: Request, context: CommandContext, dashboardId: string, command: DashboardCommand, mode: Mode): Promise<Handled<DashboardState, DashboardEvent>> {
     const stream = dashboardStream(dashboardId);
@@ -151,10 +173,24 @@ export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTempla
 
   router.get('/api/dashboards/:dashboardId', async (req, res) => {
     const id = req.params.dashboardId!;
-    await requireAccess(deps, principalOf(req), id, 'read', 'Dashboard not found');
-    const row = await loadRow(id);
+    const known = rendered.get(id);
+    // One query: the object check (a dashboard the caller cannot read is as missing as one that does not
+    // exist) and the row, whose widgets are only fetched when the revision is not the one already rendered.
+    const row = await deps.db
+      .selectFrom('dashboards')
+      .select(['id', 'name', 'title', 'description', 'header_settings', 'created_by', 'revision', 'created_at', 'updated_at'])
+      .select(sql<DashboardsTable['widgets'] | null>`CASE WHEN revision = ${known?.revision ?? -1} THEN NULL ELSE widgets END`.as('widgets'))
+      .where('id', '=', id)
+      .where(readableBy(principalOf(req), 'dashboards.id'))
+      .executeTakeFirst();
+    if (!row) throw new NotFoundError('Dashboard not found');
+    let body = known?.body;
+    if (row.widgets !== null || body === undefined) {
+      body = JSON.stringify(fullView(stateOfRow({ ...row, widgets: row.widgets ?? [] }), rules));
+      rendered.set(id, row.revision, body);
+    }
     res.setHeader('ETag', `"${row.revision}"`);
-    res.json(fullView(stateOfRow(row), rules));
+    res.type('application/json').send(body);
   });
 
   router.patch('/api/dashboards/:dashboardId', async (req, res) => {
