@@ -1,4 +1,4 @@
-import { Router, type Request } from 'express';
+import { Router, type Request, type Response } from 'express';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
@@ -20,7 +20,7 @@ import {
 } from '../../domain/dashboards/dashboard.js';
 import { placeOf, type Place, type Template } from '../../domain/dashboards/templates.js';
 import { newResourceId } from '../../domain/shared/ids.js';
-import { ConcurrencyError, NotFoundError, PreconditionFailedError, ForbiddenError } from '../../domain/shared/errors.js';
+import { ConcurrencyError, ForbiddenError, NotFoundError, PreconditionFailedError } from '../../domain/shared/errors.js';
 import type { CommandContext, Handled } from '../../domain/shared/decider.js';
 import { stateOfRow, type DashboardsTable } from '../../projections/dashboards.js';
 
@@ -123,7 +123,7 @@ export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTempla
     return handled.state;
   };
 
-  const withETag = (res: import('express').Response, handled: Handled<DashboardState, DashboardEvent>) => {
+  const withETag = (res: Response, handled: Handled<DashboardState, DashboardEvent>) => {
     if (handled.result) res.setHeader('ETag', `"${handled.result.nextRevision}"`);
     return res;
   };
@@ -252,7 +252,8 @@ export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTempla
     // A template change is refused before the settings are judged against a template the widget does not have.
     const row = await loadRow(dashboardId);
     const stored = row.widgets.find((w) => w.id === widgetId);
-    if (stored?.template !== undefined && stored.template !== body.template) throw new ForbiddenError('Cannot change widget template');
+    if (!stored) throw new NotFoundError('Widget not found');
+    if (stored.template !== undefined && stored.template !== body.template) throw new ForbiddenError('Cannot change widget template');
     const settings = rules.forWrite(body.template, body.settings, 'settings');
     const context = requestContext(deps, req);
     const command: DashboardCommand = { type: 'ReplaceWidgetSettings', widgetId, template: body.template, settings, at: context.now };
