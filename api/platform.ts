@@ -33,6 +33,10 @@ import { deviceRoutes } from './devices/routes.js';
 import { credentialsRoutes } from './credentials/routes.js';
 import { channelRoutes } from './channels/routes.js';
 import { logRoutes } from './logs/routes.js';
+import { createSandbox } from '../sandbox/index.js';
+import { Translation } from '../ingest/translate.js';
+import { translatorRoutes } from './translators/routes.js';
+import { uplinkRoutes } from './translators/uplinks.js';
 
 export interface Platform {
   deps: Deps;
@@ -40,6 +44,8 @@ export interface Platform {
   httpPort: number;
   /** The MQTT address actually bound (MQTT_PORT=0 picks a free port). */
   mqttPort: number;
+  /** The ingest decode stage: translator resolution and calls. */
+  translation: Translation;
   stop(): Promise<void>;
 }
 
@@ -75,8 +81,12 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
 
   const store: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
   // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
-  const ingest = await createIngest(store, db, log);
-  const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection], log);
+  // One translator sandbox per process; its index follows uploads and device preferences inside the projection runner.
+  const sandbox = createSandbox();
+  const translation = new Translation(store, db, sandbox, log);
+  await translation.load();
+  const ingest = await createIngest(store, db, log, { decoder: translation });
+  const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection], log);
   await projections.start();
 
   const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config) };
@@ -84,7 +94,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
 
   const app = createApp(deps, loadOpenApi(), {
     parsers: [imageUploadParser()],
-    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps), channelRoutes(deps), logRoutes(deps)],
+    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
     health: async () => {
       const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);
       const ready = dbUp && projections.healthy;
@@ -107,12 +117,14 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     deps,
     httpPort,
     mqttPort: broker.port,
+    translation,
     async stop() {
       await tracking.stop();
       await ingest.stop();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await projections.stop();
+      sandbox.dispose();
       await store.close();
       await db.destroy();
       database.cluster?.stop();

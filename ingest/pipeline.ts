@@ -11,6 +11,7 @@ import type { Scope } from '../domain/access/scopes.js';
 import type { Database } from '../projections/database.js';
 import type { Registry, ReservedTopicInfo } from './registry.js';
 import type { LogWriter } from './logWriter.js';
+import type { Decoder } from './translate.js';
 
 /** An accepted publish, waiting to become a device event. */
 export interface IngestMessage {
@@ -32,6 +33,8 @@ export interface PipelineOptions {
   /** How long the first message of a batch waits for others. */
   lingerMs?: number;
   maxBatch?: number;
+  /** Decodes raw uplinks (`encodedData`) with the device's translators before the report becomes an event. */
+  decoder?: Decoder;
 }
 
 /** Recently stored QoS > 0 messages kept for recognising redeliveries. */
@@ -65,7 +68,9 @@ export class IngestPipeline {
   ) {
     this.lingerMs = options.lingerMs ?? 4;
     this.maxBatch = options.maxBatch ?? 2000;
+    this.decoder = options.decoder ?? null;
   }
+  private readonly decoder: Decoder | null;
 
   /**
    * Fills the redelivery memory from the latest stored reports, so a message
@@ -160,7 +165,10 @@ export class IngestPipeline {
         created.push({ deviceId, setId: set.id, createdBy: set.createdBy });
         streams.set(deviceStream(deviceId), [toNewEvent(mqttRegistration(deviceId, secret, set.id, set.createdBy, m.receivedAt), context)]);
       }
-      const { kept, dropped } = reportableFields(m.payload, m.path.length > 0);
+      // Only reports on the device's own topic are decoded; a device created by this very message has no translator yet.
+      const decoding = m.path.length === 0 ? this.decoder?.decode(deviceId, m.payload, m.receivedAt) : null;
+      const decoded = decoding ? await decoding : null;
+      const { kept, dropped } = reportableFields(decoded?.payload ?? m.payload, m.path.length > 0);
       if (dropped.length) {
         this.logs.write({
           resourceId: deviceId,
@@ -176,6 +184,11 @@ export class IngestPipeline {
       const list = streams.get(stream) ?? [];
       list.push(toNewEvent(event, context, randomUUID()));
       streams.set(stream, list);
+      for (const u of decoded?.updates ?? []) {
+        const sub: DeviceEvent = { type: 'DeviceReported', data: { id: u.deviceId, topic: m.topic, path: [], payload: u.payload, reportedAt: m.receivedAt } };
+        const subStream = deviceStream(u.deviceId);
+        streams.set(subStream, [...(streams.get(subStream) ?? []), toNewEvent(sub, context, randomUUID())]);
+      }
       acked.push(m);
       if (m.dedup) remembered.push(m.dedup);
     }
@@ -185,6 +198,7 @@ export class IngestPipeline {
     } catch (err) {
       this.log.error({ err, messages: batch.length }, 'ingest batch failed; publishers are disconnected and will send again');
       for (const c of created) this.registry.forgetSecret(c.deviceId);
+      this.decoder?.forget([...streams.keys()].map((stream) => stream.slice(deviceStream('').length)));
       for (const m of batch) m.done(new Error('storing the message failed'));
       return;
     }

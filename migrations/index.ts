@@ -4,6 +4,7 @@ import * as users from './0002_users.js';
 import * as access from './0003_access.js';
 import * as dashboards from './0004_dashboards.js';
 import * as devices from './0005_devices.js';
+import * as translators from './0006_translators.js';
 import * as geofences from './0007_geofences.js';
 
 /**
@@ -16,13 +17,15 @@ export const migrations: Record<string, Migration> = {
   '0003_access': access,
   '0004_dashboards': dashboards,
   '0005_devices': devices,
+  '0006_translators': translators,
   '0007_geofences': geofences,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
 
 export function migrator(db: Kysely<any>): Migrator {
-  return new Migrator({ db, provider });
+  // Numbers are handed out per capability ahead of time, so a lower number can land after a higher one was applied.
+  return new Migrator({ db, provider, allowUnorderedMigrations: true });
 }
 
 export async function migrateToLatest(db: Kysely<any>): Promise<void> {

@@ -9,6 +9,7 @@ import { devicesProjection } from './devices.js';
 import { provisioningProjection } from './provisioning.js';
 import { channelsProjection } from './channels.js';
 import { logsProjection } from './logs.js';
+import { translatorsProjection } from './translators.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection];

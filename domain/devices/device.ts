@@ -44,7 +44,7 @@ const SEPARATOR = '~||~';
 /** Fields only the platform writes. */
 const SYSTEM_FIELDS = new Set(['_id', 'reportedAt', 'updatedAt', 'createdAt', 'rabbitRouting']);
 /** Fields a device's own reports cannot change: they identify it or belong to the platform. */
-const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'name']);
+const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'name', 'translatorPreferences']);
 
 export function checkName(name: unknown): string {
   if (typeof name !== 'string' || name.trim() === '') throw ValidationError.field('name', 'must be a non-empty string');

@@ -1,0 +1,398 @@
+import { sql, type Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { EventStore } from '../domain/eventstore/port.js';
+import type { RecordedEvent } from '../domain/shared/events.js';
+import { applyReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { TRANSLATOR_ERROR_RETENTION_MS } from '../domain/logs/logEntry.js';
+import { defaultParameters, type ParameterSpec, type TranslatorEvent } from '../domain/translators/translator.js';
+import { preferencesOf, resolveModel, resolvePreference, type Candidate, type TranslatorPreference } from '../domain/translators/preferences.js';
+import { parseSemver } from '../domain/translators/semver.js';
+import { isTranslatorError, type EncodedData, type Program, type Sandbox, type TranslatorSpec } from '../sandbox/index.js';
+import type { Database } from '../projections/database.js';
+import type { Projection } from '../projections/runner.js';
+import { LogWriter } from './logWriter.js';
+
+/** What the decode stage turns one raw report into. */
+export interface Decoded {
+  /** The report to store on the device: its own fields, then the decoder's result, then each chained translator's result. */
+  payload: DeviceDoc;
+  /** Sub-devices a gateway's decoder updated, found by their `secret`. */
+  updates: { deviceId: string; payload: DeviceDoc }[];
+}
+
+/** The ingest pipeline's view of the decode stage. */
+export interface Decoder {
+  /** Null, synchronously, when the device runs no translator on this report: it is then stored as it came. */
+  decode(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null;
+  /** The reports decoded for these devices were not stored after all. */
+  forget(deviceIds: Iterable<string>): void;
+}
+
+interface Loaded extends Candidate {
+  spec: TranslatorSpec;
+  code: string;
+  defaults: Record<string, unknown>;
+}
+
+interface DeviceInfo {
+  preferences: TranslatorPreference[] | null;
+  model: string | null;
+  createdBy: string;
+  secret: string | null;
+}
+
+interface Link {
+  translator: Loaded;
+  parameters: Record<string, unknown>;
+}
+
+interface Chain {
+  generation: number;
+  /** The hardware decoder: the first preference, or the model match; undefined when not (yet) uploaded. */
+  decoder: Link | undefined;
+  chained: Link[];
+}
+
+/** Device documents kept for chained translators (each reads the device it runs on). */
+const MAX_CACHED_DOCS = 20_000;
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function encodedDataOf(value: unknown): EncodedData | 'invalid' | null {
+  if (value === undefined) return null;
+  if (!isRecord(value) || typeof value.hexEncoded !== 'string' || !/^(?:[0-9a-fA-F]{2})*$/.test(value.hexEncoded)) return 'invalid';
+  const port = value.port ?? 0;
+  if (typeof port !== 'number' || !Number.isFinite(port)) return 'invalid';
+  return { hexEncoded: value.hexEncoded, port };
+}
+
+/**
+ * Decoding at ingest. Which translators a device runs is resolved here, from
+ * an in-memory index that a projection keeps current (uploads, deletions,
+ * device preferences and model names), so a new upload is picked up by the
+ * next uplink. The results are merged into the report before it becomes an
+ * event: the event carries the decided fields, and replaying it never runs
+ * translator code again.
+ *
+ * A device with `translatorPreferences` runs the first preference as its
+ * hardware decoder, on reports that carry `encodedData: {hexEncoded, port}`,
+ * then the others in order on every report on its own topic, each seeing the
+ * device with the fields decided so far (and its own earlier output). A
+ * device without preferences runs the translator its `deviceModelName`
+ * matches as its decoder. The hardware decoder's failure (throw, time-out,
+ * memory, spec or result violation) stores the report undecoded and writes a
+ * `debug`/`system` log entry on the device kept 6 hours; a chained
+ * translator's failure ends the chain, keeps what came before, and logs nothing.
+ *
+ * `additionalDeviceUpdates[i].identifier` is the `secret` of a device created
+ * by the same user as the gateway (for MQTT devices: the creator of the
+ * credentials set); its `result` is stored on that device as its own report.
+ */
+export class Translation implements Decoder {
+  private translators = new Map<string, Loaded>();
+  private byName = new Map<string, Set<Loaded>>();
+  private devices = new Map<string, DeviceInfo>();
+  private bySecret = new Map<string, string>();
+  private chains = new Map<string, Chain>();
+  private docs = new Map<string, DeviceDoc>();
+  private generation = 0;
+  private readonly logs: LogWriter;
+  /** Translator calls made, hardware decoders and chained alike. */
+  calls = 0;
+
+  constructor(
+    store: EventStore,
+    private readonly db: Kysely<Database>,
+    private readonly sandbox: Sandbox,
+    private readonly log: Logger,
+  ) {
+    this.logs = new LogWriter(store, log);
+  }
+
+  async load(): Promise<void> {
+    for (const r of await this.db.selectFrom('translators').selectAll().execute()) {
+      this.putTranslator({ id: r.id, name: r.name, version: r.version, createdBy: r.created_by, match: r.match, spec: r.spec, code: r.code, parameters: r.parameters });
+    }
+    const { rows } = await sql<{ id: string; secret: string | null; created_by: string; prefs: unknown; model: string | null }>`
+      SELECT id, secret, created_by, doc->'translatorPreferences' AS prefs, doc->>'deviceModelName' AS model FROM devices`.execute(this.db);
+    for (const r of rows) this.putDevice(r.id, { preferences: preferencesOf(r.prefs), model: r.model, createdBy: r.created_by, secret: r.secret });
+  }
+
+  /** The devices whose preferences or model name currently resolve to this translator version. */
+  usersOf(translatorId: string): string[] {
+    const users: string[] = [];
+    for (const [id, info] of this.devices) {
+      if (!info.preferences && !info.model) continue;
+      const chain = this.chainOf(id, info);
+      if (chain.decoder?.translator.id === translatorId || chain.chained.some((l) => l.translator.id === translatorId)) users.push(id);
+    }
+    return users;
+  }
+
+  /** The translator versions a device runs now, decoder first, as `name@version`. */
+  resolved(deviceId: string): string[] {
+    const info = this.devices.get(deviceId);
+    if (!info) return [];
+    const chain = this.chainOf(deviceId, info);
+    return [chain.decoder, ...chain.chained].filter((l): l is Link => !!l).map((l) => `${l.translator.name}@${l.translator.version.text}`);
+  }
+
+  decode(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null {
+    const info = this.devices.get(deviceId);
+    if (!info || (!info.preferences && !info.model)) return null;
+    const chain = this.chainOf(deviceId, info);
+    const raw = encodedDataOf(payload.encodedData);
+    const decodes = raw !== null && chain.decoder !== undefined;
+    if (!decodes && chain.chained.length === 0) return null;
+    return this.run(deviceId, info, chain, raw, payload, receivedAt).catch((err: unknown) => {
+      // A fault of the host, not of a translator: store the report as it came.
+      this.log.error({ err, deviceId }, 'decoding an uplink failed');
+      return { payload, updates: [] };
+    });
+  }
+
+  forget(deviceIds: Iterable<string>): void {
+    for (const id of deviceIds) this.docs.delete(id);
+  }
+
+  private async run(deviceId: string, info: DeviceInfo, chain: Chain, raw: EncodedData | 'invalid' | null, payload: DeviceDoc, receivedAt: string): Promise<Decoded> {
+    let merged: DeviceDoc = payload;
+    let updates: { identifier: string; result: Record<string, unknown> }[] = [];
+    if (raw !== null && chain.decoder) {
+      const { translator } = chain.decoder;
+      if (raw === 'invalid') {
+        this.logFailure(deviceId, translator, 'encodedData must be {hexEncoded: <hex string of whole bytes>, port: <number>}', 'input');
+        return { payload, updates: [] };
+      }
+      try {
+        const program = await this.program(translator);
+        this.calls++;
+        const out = await program.decode(raw);
+        merged = { ...payload, ...out.result };
+        updates = out.additionalDeviceUpdates ?? [];
+      } catch (error) {
+        if (!isTranslatorError(error)) throw error;
+        const where = error.line !== undefined ? ` (line ${error.line})` : '';
+        this.logFailure(deviceId, translator, `${error.message}${where}`, error.kind, { ...(error.key ? { key: error.key } : {}), ...(error.logs.length ? { console: error.logs } : {}) });
+        return { payload, updates: [] };
+      }
+    }
+    if (chain.chained.length > 0) {
+      const doc = await this.docOf(deviceId);
+      let iotnode: DeviceDoc = { ...doc, ...reportableFields(merged, false).kept, _id: deviceId, reportedAt: receivedAt };
+      for (const link of chain.chained) {
+        try {
+          const program = await this.program(link.translator);
+          this.calls++;
+          const out = await program.chain(iotnode, link.parameters);
+          iotnode = { ...iotnode, ...out.result };
+          merged = { ...merged, ...out.result };
+          if (out.additionalDeviceUpdates) updates = [...updates, ...out.additionalDeviceUpdates];
+        } catch (error) {
+          if (!isTranslatorError(error)) throw error;
+          break;
+        }
+      }
+      this.remember(deviceId, applyReport(doc, [], reportableFields(merged, false).kept));
+    }
+    return { payload: merged, updates: this.subDevices(deviceId, info, updates) };
+  }
+
+  private subDevices(gatewayId: string, gateway: DeviceInfo, updates: { identifier: string; result: Record<string, unknown> }[]): Decoded['updates'] {
+    const out: Decoded['updates'] = [];
+    for (const { identifier, result } of updates) {
+      const id = this.bySecret.get(identifier);
+      const target = id ? this.devices.get(id) : undefined;
+      if (!id || !target || target.createdBy !== gateway.createdBy) {
+        this.logs.write(
+          {
+            resourceId: gatewayId,
+            resourceType: 'device',
+            type: 'debug',
+            priority: 'low',
+            category: 'system',
+            message: `Sub-device update for identifier ${JSON.stringify(identifier.slice(0, 200))} ignored: no device of the same owner has this secret`,
+            expiresAt: new Date(Date.now() + TRANSLATOR_ERROR_RETENTION_MS).toISOString(),
+          },
+          'unknown sub-device',
+        );
+        continue;
+      }
+      const { kept } = reportableFields(result, false);
+      if (Object.keys(kept).length === 0) continue;
+      const cached = this.docs.get(id);
+      if (cached) this.remember(id, applyReport(cached, [], kept));
+      out.push({ deviceId: id, payload: kept });
+    }
+    return out;
+  }
+
+  private logFailure(deviceId: string, translator: Loaded, why: string, kind: string, data: Record<string, unknown> = {}): void {
+    const name = `${translator.name} ${translator.version.text}`;
+    this.logs.write(
+      {
+        resourceId: deviceId,
+        resourceType: 'device',
+        type: 'debug',
+        priority: 'low',
+        category: 'system',
+        message: `Translator ${name} failed (${kind}): ${why}`.slice(0, 2000),
+        expiresAt: new Date(Date.now() + TRANSLATOR_ERROR_RETENTION_MS).toISOString(),
+        data: { translatorId: translator.id, translator: translator.name, version: translator.version.text, kind, ...data },
+      },
+      `translator ${translator.id} ${kind}`,
+    );
+  }
+
+  private async program(translator: Loaded): Promise<Program> {
+    return this.sandbox.get(translator.id) ?? this.sandbox.load({ key: translator.id, code: translator.code, spec: translator.spec });
+  }
+
+  private async docOf(deviceId: string): Promise<DeviceDoc> {
+    const cached = this.docs.get(deviceId);
+    if (cached) return cached;
+    const row = await this.db.selectFrom('devices').select('doc').where('id', '=', deviceId).executeTakeFirst();
+    const doc = row?.doc ?? {};
+    this.remember(deviceId, doc);
+    return doc;
+  }
+
+  private remember(deviceId: string, doc: DeviceDoc): void {
+    this.docs.delete(deviceId);
+    this.docs.set(deviceId, doc);
+    if (this.docs.size > MAX_CACHED_DOCS) this.docs.delete(this.docs.keys().next().value!);
+  }
+
+  private chainOf(deviceId: string, info: DeviceInfo): Chain {
+    const cached = this.chains.get(deviceId);
+    if (cached?.generation === this.generation) return cached;
+    const link = (t: Candidate | undefined, preference?: TranslatorPreference): Link | undefined => {
+      const translator = t && this.translators.get(t.id);
+      return translator && { translator, parameters: { ...translator.defaults, ...(preference?.parameters ?? {}) } };
+    };
+    let chain: Chain;
+    if (info.preferences) {
+      const links = info.preferences.map((p) => link(resolvePreference(p, this.byName.get(p.name) ?? []), p));
+      chain = { generation: this.generation, decoder: links[0], chained: links.slice(1).filter((l): l is Link => !!l) };
+    } else {
+      chain = { generation: this.generation, decoder: info.model ? link(resolveModel(info.model, this.translators.values())) : undefined, chained: [] };
+    }
+    this.chains.set(deviceId, chain);
+    return chain;
+  }
+
+  private putTranslator(t: { id: string; name: string; version: string; createdBy: string; match: Record<string, unknown>; spec: TranslatorSpec; code: string; parameters: Record<string, ParameterSpec> }): void {
+    const version = parseSemver(t.version);
+    if (!version) return;
+    const loaded: Loaded = {
+      id: t.id,
+      name: t.name,
+      version,
+      createdBy: t.createdBy,
+      deviceModelName: typeof t.match.deviceModelName === 'string' ? t.match.deviceModelName : null,
+      spec: t.spec,
+      code: t.code,
+      defaults: defaultParameters(t.parameters),
+    };
+    this.translators.set(t.id, loaded);
+    let set = this.byName.get(t.name);
+    if (!set) this.byName.set(t.name, (set = new Set()));
+    set.add(loaded);
+    this.generation++;
+  }
+
+  private dropTranslator(id: string): void {
+    const t = this.translators.get(id);
+    if (!t) return;
+    this.translators.delete(id);
+    const set = this.byName.get(t.name);
+    set?.delete(t);
+    if (set?.size === 0) this.byName.delete(t.name);
+    this.sandbox.unload(id);
+    this.generation++;
+  }
+
+  private putDevice(id: string, info: DeviceInfo): void {
+    const old = this.devices.get(id);
+    if (old?.secret && this.bySecret.get(old.secret) === id) this.bySecret.delete(old.secret);
+    this.devices.set(id, info);
+    if (info.secret) this.bySecret.set(info.secret, id);
+    this.chains.delete(id);
+  }
+
+  private dropDevice(id: string): void {
+    const old = this.devices.get(id);
+    if (old?.secret && this.bySecret.get(old.secret) === id) this.bySecret.delete(old.secret);
+    this.devices.delete(id);
+    this.chains.delete(id);
+    this.docs.delete(id);
+  }
+
+  /** Keeps the index current; applied by the projection runner in global order. Every step is idempotent. */
+  readonly projection: Projection = {
+    name: 'translation-index',
+    tables: [],
+    apply: async (_tx, batch: RecordedEvent[]) => {
+      for (const e of batch as (RecordedEvent & (DeviceEvent | TranslatorEvent))[]) {
+        switch (e.type) {
+          case 'TranslatorUploaded':
+            this.putTranslator(e.data);
+            break;
+          case 'TranslatorDeleted':
+            this.dropTranslator(e.data.id);
+            break;
+          case 'DeviceRegistered': {
+            const doc = e.data.doc;
+            this.putDevice(e.data.id, {
+              preferences: preferencesOf(doc.translatorPreferences),
+              model: typeof doc.deviceModelName === 'string' ? doc.deviceModelName : null,
+              createdBy: e.data.createdBy,
+              secret: typeof doc.secret === 'string' ? doc.secret : null,
+            });
+            break;
+          }
+          case 'DeviceUpdated': {
+            const info = this.devices.get(e.data.id);
+            if (!info) break;
+            const { set, unset } = e.data;
+            const touches = (k: string) => k in set || unset.includes(k);
+            if (touches('translatorPreferences') || touches('deviceModelName') || touches('secret')) {
+              this.putDevice(e.data.id, {
+                preferences: touches('translatorPreferences') ? preferencesOf(set.translatorPreferences) : info.preferences,
+                model: touches('deviceModelName') ? (typeof set.deviceModelName === 'string' ? set.deviceModelName : null) : info.model,
+                createdBy: info.createdBy,
+                secret: touches('secret') ? (typeof set.secret === 'string' ? set.secret : null) : info.secret,
+              });
+              this.docs.delete(e.data.id);
+            } else {
+              const doc = this.docs.get(e.data.id);
+              if (doc) {
+                const next = { ...doc, ...set };
+                for (const k of unset) delete next[k];
+                this.docs.set(e.data.id, next);
+              }
+            }
+            break;
+          }
+          case 'DeviceReported': {
+            const info = this.devices.get(e.data.id);
+            if (!info) break;
+            const { path, payload } = e.data;
+            if (path.length === 0 && typeof payload.deviceModelName === 'string' && payload.deviceModelName !== info.model) {
+              this.putDevice(e.data.id, { ...info, model: payload.deviceModelName });
+              this.docs.delete(e.data.id);
+            } else if (path.length > 0) {
+              // Reports on the device's own topic that it decodes are already in the cached document.
+              const doc = this.docs.get(e.data.id);
+              if (doc) this.docs.set(e.data.id, applyReport(doc, path, payload));
+            }
+            break;
+          }
+          case 'DeviceDeleted':
+            this.dropDevice(e.data.id);
+            break;
+        }
+      }
+    },
+  };
+}

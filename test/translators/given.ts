@@ -1,0 +1,69 @@
+import * as assert from 'uvu/assert';
+import type { TestPlatform } from '../support/platform.js';
+import { eventually } from '../ingest/support.js';
+import { climateSensor } from '../sandbox/fixtures.js';
+
+export { climateHex, climateSensor, dailyTemperature, gateway } from '../sandbox/fixtures.js';
+
+/** A translator upload body; the climate decoder unless overridden. */
+export function translator(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    name: 'acme-climate',
+    version: '1.0.0',
+    apiVersion: '1.0',
+    description: 'A temperature and humidity sensor.\n\n### Decoded output\n- `temperature` °C: air temperature',
+    match: { deviceModelName: 'acme-th-01' },
+    parameters: {},
+    spec: climateSensor.spec,
+    code: climateSensor.code,
+    ...overrides,
+  };
+}
+
+/** Uploads a translator that must be accepted; returns it. */
+export async function givenTranslator(t: TestPlatform, overrides: Record<string, unknown> = {}): Promise<Record<string, any>> {
+  const res = await t.call('POST', '/api/translators', { body: translator(overrides) });
+  assert.is(res.status, 201, res.text);
+  return res.body;
+}
+
+/** A device registered over REST by the admin. */
+export async function givenDevice(t: TestPlatform, fields: Record<string, unknown>): Promise<Record<string, any>> {
+  const res = await t.call('POST', '/api/iotnodes', { body: fields });
+  assert.is(res.status, 201, res.text);
+  return res.body;
+}
+
+/** A raw uplink over HTTP that must be accepted; returns the device after it. */
+export async function uplink(t: TestPlatform, deviceId: string, hexEncoded: string, port = 1, extra: Record<string, unknown> = {}): Promise<Record<string, any>> {
+  const res = await t.call('POST', `/api/iotnodes/${deviceId}/uplinks`, { body: { encodedData: { hexEncoded, port }, ...extra } });
+  assert.is(res.status, 200, res.text);
+  return res.body;
+}
+
+export interface LogLine {
+  message: string;
+  type: string;
+  category: string;
+  priority: string;
+  time: string;
+  expiresAt?: string;
+  data?: Record<string, unknown>;
+}
+
+export async function logsOf(t: TestPlatform, resourceId: string): Promise<LogLine[]> {
+  const res = await t.call('GET', `/api/logs?resourceId=${resourceId}&limit=1000`);
+  assert.is(res.status, 200, res.text);
+  return res.body.logs;
+}
+
+/** Waits for the `count`-th log entry on a resource (log writes are asynchronous). */
+export function logsAtLeast(t: TestPlatform, resourceId: string, count: number): Promise<LogLine[]> {
+  return eventually(async () => {
+    const logs = await logsOf(t, resourceId);
+    return logs.length >= count ? logs : undefined;
+  }, 5000, `${count} log entries on ${resourceId}`);
+}
+
+/** Lets asynchronous log writes land before asserting that none was written. */
+export const settle = () => new Promise((r) => setTimeout(r, 300));
