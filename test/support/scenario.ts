@@ -14,4 +14,24 @@ export async function exerciseEveryCapability(t: TestPlatform): Promise<void> {
   await ok('PATCH', `/api/users/${user._id ?? user.id}`, { firstName: 'Ada' });
   const group = await ok('POST', '/api/usergroups', { name: 'scenario group' });
   await ok('POST', `/api/usergroups/${group._id}/members`, { userId: user._id ?? user.id });
+  const dashboard = await ok('POST', '/api/dashboards', { name: 'scenario dashboard', widgets: [{ template: 'map', settings: {} }] });
+  const text = { text: 'Hello', alignment: 'left', color: 'black', fontSize: 'md', decoration: 'none' };
+  const widget = await ok('POST', `/api/dashboards/${dashboard._id}/widgets`, { template: 'text', settings: text });
+  await ok('PUT', `/api/dashboards/${dashboard._id}/widgets/${widget._id}`, { template: 'text', settings: { ...text, bold: true } });
+  const place = (id: string, x: number) => ({ _id: id, x, y: 0, width: 4, height: 2 });
+  await ok('PATCH', `/api/dashboards/${dashboard._id}`, { title: 'Scenario', widgets: [place(dashboard.widgets[0]._id, 0), place(widget._id, 4)] });
+  const widgetCopy = await ok('POST', `/api/dashboards/${dashboard._id}/widgets/${widget._id}/duplicate`);
+  await ok('DELETE', `/api/dashboards/${dashboard._id}/widgets/${widgetCopy._id}`);
+  const copy = await ok('POST', `/api/dashboards/${dashboard._id}/duplicate`);
+  await ok('DELETE', `/api/dashboards/${copy._id}`);
+  const form = new FormData();
+  form.append('name', 'scenario image');
+  form.append('category', 'widget');
+  form.append('image', new Blob([Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex')]), 'a.png');
+  const upload = await fetch(`${t.baseUrl}/api/images`, { method: 'POST', headers: { authorization: `Bearer ${t.adminToken}` }, body: form });
+  if (upload.status !== 201) throw new Error(`POST /api/images answered ${upload.status}: ${await upload.text()}`);
+  const image = (await upload.json()) as { _id: string };
+  await ok('DELETE', `/api/images/${image._id}`);
+  const kept = await fetch(`${t.baseUrl}/api/images`, { method: 'POST', headers: { authorization: `Bearer ${t.adminToken}` }, body: form });
+  if (kept.status !== 201) throw new Error(`POST /api/images answered ${kept.status}`);
 }
