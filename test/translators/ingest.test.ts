@@ -1,0 +1,191 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { pino } from 'pino';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { givenUser } from '../users/given.js';
+import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
+import { rebuild } from '../../projections/rebuild.js';
+import { climateHex, climateSensor, dailyTemperature, gateway, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink } from './given.js';
+
+const ROOT = 'svc/generic/v2/translators';
+
+const ingest = suite<{ t: TestPlatform; p: Provider }>('Translators at ingest: decoding over MQTT and HTTP');
+
+ingest.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+  ctx.p = await givenProvider(ctx.t, 'translators', [`${ROOT}/climate`, `${ROOT}/chain`]);
+  await givenTranslator(ctx.t, { name: 'acme-climate', version: '1.0.0', match: { deviceModelName: 'acme-th-01' } });
+  await givenTranslator(ctx.t, {
+    name: 'daily-temperature',
+    version: '1.0.0',
+    match: {},
+    description: 'Daily maximum and mean of `temperature`, per day of `reportedAt`.',
+    parameters: { highAlarmAbove: { type: 'number', description: 'Alarm when the day maximum exceeds it (°C).', default: 30 } },
+    spec: dailyTemperature.spec,
+    code: dailyTemperature.code,
+  });
+});
+ingest.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+/** The device once `check` holds for it. */
+const deviceWhen = (t: TestPlatform, id: string, check: (d: Record<string, any>) => boolean, what: string) =>
+  eventually(async () => {
+    const res = await t.call('GET', `/api/iotnodes/${id}`);
+    return res.status === 200 && check(res.body) ? (res.body as Record<string, any>) : undefined;
+  }, 5000, what);
+
+ingest('given an MQTT device, when its model name is set after the first message, then the next raw uplink is decoded by the matching translator', async ({ t, p }) => {
+  const topic = `${ROOT}/climate`;
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { encodedData: { hexEncoded: climateHex(19.25, 41, 3010), port: 1 } });
+  const first = await deviceOf(t, topic);
+  assert.equal(first.encodedData, { hexEncoded: climateHex(19.25, 41, 3010), port: 1 }, 'no translator yet: the raw uplink is stored as it came');
+  assert.is(first.temperature, undefined);
+
+  const put = await t.call('PUT', `/api/iotnodes/${first._id}`, { body: { deviceModelName: 'acme-th-01' } });
+  assert.is(put.status, 200, put.text);
+  await publish(c, topic, { encodedData: { hexEncoded: climateHex(21.5, 55.5, 2950), port: 1 }, rssi: -70 });
+  const decoded = await deviceWhen(t, first._id, (d) => d.temperature !== undefined, 'the decoded uplink');
+  assert.is(decoded.temperature, 21.5);
+  assert.is(decoded.relativeHumidity, 55.5);
+  assert.is(decoded.batteryVoltage, 2.95);
+  assert.is(decoded.rssi, -70, 'the uplink’s other fields are kept');
+  await c.endAsync();
+  await settle();
+  assert.equal(await logsOf(t, first._id), [], 'a successful translation writes no log');
+});
+
+ingest('given a device with preferences, when a raw uplink is posted over HTTP, then 200 answers the decoded device and no log is written', async ({ t }) => {
+  const device = await givenDevice(t, { name: 'http climate', translatorPreferences: [{ name: 'acme-climate', version: '1.0.0', upgradePolicy: 'none' }] });
+  const after = await uplink(t, device._id, climateHex(-4.5, 80, 3300));
+  assert.is(after.temperature, -4.5);
+  assert.is(after.relativeHumidity, 80);
+  assert.is(after.batteryVoltage, 3.3);
+  const history = await t.call('GET', `/api/iotnodes/${device._id}/stats?measurement=temperature`);
+  assert.equal(history.body.map((x: any) => x.value), [-4.5], 'decoded fields have history like any reported field');
+  await settle();
+  assert.equal(await logsOf(t, device._id), []);
+});
+
+ingest('given a decoder and a chained analytics translator, when uplinks arrive over MQTT and HTTP, then the chain accumulates per day of reportedAt with its own previous output', async ({ t, p }) => {
+  const topic = `${ROOT}/chain`;
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { hello: true });
+  const device = await deviceOf(t, topic);
+  const put = await t.call('PUT', `/api/iotnodes/${device._id}`, {
+    body: {
+      translatorPreferences: [
+        { name: 'acme-climate', version: '1.0.0', upgradePolicy: 'none' },
+        { name: 'daily-temperature', version: '1.0.0', upgradePolicy: 'none', parameters: { highAlarmAbove: 24 } },
+      ],
+    },
+  });
+  assert.is(put.status, 200, put.text);
+
+  await publish(c, topic, { encodedData: { hexEncoded: climateHex(20, 40, 3000), port: 1 } });
+  let d = await deviceWhen(t, device._id, (x) => x.temperatureDayCount === 1, 'the first chained result');
+  assert.is(d.temperatureDayMax, 20);
+  assert.is(d.temperatureHighAlarm, false);
+  assert.is(d.temperatureDay, d.reportedAt.slice(0, 10), 'the period comes from reportedAt');
+
+  d = await uplink(t, device._id, climateHex(26, 40, 3000));
+  assert.is(d.temperatureDayCount, 2);
+  assert.is(d.temperatureDayMax, 26);
+  assert.is(d.temperatureHighAlarm, true, 'the preference’s parameter overrides the default of 30');
+
+  await publish(c, topic, { encodedData: { hexEncoded: climateHex(23, 40, 3000), port: 1 } });
+  d = await deviceWhen(t, device._id, (x) => x.temperatureDayCount === 3, 'the third chained result');
+  assert.is(d.temperatureDayMax, 26);
+  assert.is(d.temperatureDayMean, 23);
+  assert.is(d.temperature, 23);
+  await c.endAsync();
+});
+
+ingest('given a chained translator without a preference parameter, when it runs, then it gets the declared defaults', async ({ t }) => {
+  const device = await givenDevice(t, {
+    name: 'defaults',
+    translatorPreferences: [
+      { name: 'acme-climate', version: '1.0.0', upgradePolicy: 'none' },
+      { name: 'daily-temperature', version: '1.0.0', upgradePolicy: 'none' },
+    ],
+  });
+  assert.is((await uplink(t, device._id, climateHex(26, 40, 3000))).temperatureHighAlarm, false);
+  assert.is((await uplink(t, device._id, climateHex(31, 40, 3000))).temperatureHighAlarm, true);
+});
+
+ingest('given a gateway decoder, when it returns additionalDeviceUpdates, then each sub-device named by its secret gets its result as its own report', async ({ t }) => {
+  await givenTranslator(t, { name: 'acme-gateway', match: {}, spec: gateway.spec, code: gateway.code });
+  const gw = await givenDevice(t, { name: 'gateway', translatorPreferences: [{ name: 'acme-gateway', version: '1.0.0', upgradePolicy: 'none' }] });
+  const a = await givenDevice(t, { name: 'sensor a', secret: 'sensor-0000000a' });
+  const b = await givenDevice(t, { name: 'sensor b', secret: 'sensor-0000000b' });
+  const installer = await givenUser(t, 'gateway-stranger', { attributes: { roles: ['installer'] } });
+  const foreign = await t.call('POST', '/api/iotnodes', { token: installer.token, body: { name: 'another owner’s sensor', secret: 'sensor-0000000c' } });
+  assert.is(foreign.status, 201, foreign.text);
+  const frame = (sensors: [string, number][]) =>
+    Buffer.concat([Buffer.from([sensors.length]), ...sensors.map(([id, tenths]) => {
+      const b6 = Buffer.alloc(6);
+      Buffer.from(id, 'hex').copy(b6, 0);
+      b6.writeInt16BE(tenths, 4);
+      return b6;
+    })]).toString('hex');
+  const after = await uplink(t, gw._id, frame([['0000000a', 215], ['0000000b', -32], ['0000000c', 100], ['000000ff', 50]]));
+  assert.is(after.connectedSensors, 4);
+  assert.is(after.temperature, undefined, 'the sub-devices’ fields are not written on the gateway');
+  const sa = await t.call('GET', `/api/iotnodes/${a._id}`);
+  const sb = await t.call('GET', `/api/iotnodes/${b._id}`);
+  assert.is(sa.body.temperature, 21.5);
+  assert.is(sb.body.temperature, -3.2);
+  assert.ok(sa.body.reportedAt, 'a sub-device update is a report of that device');
+  assert.is((await t.call('GET', `/api/iotnodes/${foreign.body._id}`)).body.temperature, undefined, 'a device of another owner is never updated');
+  const logs = await logsAtLeast(t, gw._id, 2);
+  assert.ok(logs.some((l) => l.message.includes('"sensor-0000000c"') && l.type === 'debug' && l.category === 'system'));
+  assert.ok(logs.some((l) => l.message.includes('"sensor-000000ff"')));
+});
+
+ingest('given a chain whose later translator throws, when an uplink is decoded, then the earlier result is kept and no log is written', async ({ t }) => {
+  await givenTranslator(t, {
+    name: 'always-throws',
+    match: {},
+    spec: { comfortIndex: { type: 'number', unit: '', quantity: 'comfortIndex' } },
+    code: 'function translate(iotnode) { throw new Error("comfort model not calibrated"); }',
+  });
+  const device = await givenDevice(t, {
+    name: 'later throws',
+    translatorPreferences: [
+      { name: 'acme-climate', version: '1.0.0', upgradePolicy: 'none' },
+      { name: 'always-throws', version: '1.0.0', upgradePolicy: 'none' },
+    ],
+  });
+  const after = await uplink(t, device._id, climateHex(18, 50, 3100));
+  assert.is(after.temperature, 18);
+  assert.is(after.comfortIndex, undefined);
+  await settle();
+  assert.equal(await logsOf(t, device._id), []);
+});
+
+ingest('when the read models are rebuilt, then decoded fields come back from the events and no translator runs', async ({ t }) => {
+  const device = await givenDevice(t, {
+    name: 'rebuild me',
+    translatorPreferences: [
+      { name: 'acme-climate', version: '1.0.0', upgradePolicy: 'none' },
+      { name: 'daily-temperature', version: '1.0.0', upgradePolicy: 'none' },
+    ],
+  });
+  await uplink(t, device._id, climateHex(22, 45, 3000));
+  const before = await uplink(t, device._id, climateHex(24, 47, 3000));
+  const stored = await t.platform.deps.store.readStream(`device-${device._id}`);
+  const reports = stored.filter((e) => e.type === 'DeviceReported').map((e) => (e.data as { payload: Record<string, unknown> }).payload);
+  assert.equal(reports.map((r) => [r.temperature, r.temperatureDayCount]), [[22, 1], [24, 2]], 'the events carry the decided fields');
+
+  const calls = t.platform.translation.calls;
+  await rebuild(t.platform.deps.store, t.platform.deps.db, pino({ level: 'silent' }));
+  const after = await t.call('GET', `/api/iotnodes/${device._id}`);
+  assert.is(t.platform.translation.calls, calls, 'no translator call during the rebuild');
+  for (const field of ['temperature', 'relativeHumidity', 'batteryVoltage', 'temperatureDayCount', 'temperatureDayMax', 'temperatureDayMean', 'reportedAt']) {
+    assert.equal(after.body[field], before[field], field);
+  }
+});
+
+ingest.run();
