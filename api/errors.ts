@@ -45,13 +45,17 @@ const fieldOf = (path = ''): string =>
     .filter(Boolean)
     .join('.') || 'body';
 
+/** ajv's wording, as a sentence about the field the path already names. */
+const why = (message = 'is invalid'): string =>
+  message.startsWith('must have required property') ? 'is required' : message === 'must NOT have additional properties' ? 'is not allowed' : message;
+
 /** express-openapi-validator's errors (it has no request-side hook), mapped to the contract's `ERR - <field> <why>`. */
 function fromValidator(err: ValidatorError): { status: number; message: string } | null {
   if (typeof err.status !== 'number' || !Array.isArray(err.errors)) return null;
   const first = err.errors[0] ?? {};
   switch (err.status) {
     case 400:
-      return { status: 422, message: `ERR - ${fieldOf(first.path)} ${first.message ?? 'is invalid'}` };
+      return { status: 422, message: `ERR - ${fieldOf(first.path)} ${why(first.message)}` };
     case 404:
       return { status: 404, message: 'Not Found' };
     case 405:

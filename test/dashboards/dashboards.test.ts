@@ -180,6 +180,8 @@ api('when PATCH sends a field other than name, title, description, headerSetting
     assert.match(res.text, /^ERR - /);
   }
   assert.is((await getDashboard(t, d._id)).name, 'Plant');
+  assert.is((await t.call('PATCH', `/api/dashboards/${d._id}`, { body: { owner: 'me' } })).text, 'ERR - owner is not allowed');
+  assert.is((await t.call('POST', '/api/dashboards', { body: { title: 'no name' } })).text, 'ERR - name is required');
 });
 
 api('when PATCH sends only header fields, then they change and the widgets stay', async ({ t }) => {
