@@ -1,7 +1,15 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../projections/database.js';
-import { checkGeometry, type Polygon } from '../../domain/geofences/fence.js';
+import { checkGeometry, type GeometryVerdict, type Polygon } from '../../domain/geofences/fence.js';
 import { geometryOf } from '../../projections/geofences.js';
+
+/**
+ * Verdicts of recently checked polygons. A map or dashboard asks the same
+ * geoquery again and again; the verdict of a polygon never changes, so the
+ * repeat skips a database round trip. Oldest first out.
+ */
+const verdicts = new Map<string, GeometryVerdict>();
+const REMEMBERED = 1000;
 
 /**
  * The geometric rules, answered by PostGIS on the same geometry the fence is
@@ -10,9 +18,16 @@ import { geometryOf } from '../../projections/geofences.js';
  * so the input always parses.
  */
 export async function checkFenceGeometry(db: Kysely<Database>, fence: Polygon, field: string): Promise<void> {
-  const { rows } = await sql<{ valid: boolean; simple: boolean; reason: string; ccw: boolean }>`
-    SELECT ST_IsValid(g) AS valid, ST_IsSimple(g) AS simple, ST_IsValidReason(g) AS reason, ST_IsPolygonCCW(g) AS ccw
-    FROM (SELECT ${geometryOf(fence)} AS g) f`.execute(db);
-  const row = rows[0]!;
-  checkGeometry({ simple: row.valid && row.simple, reason: row.reason, counterClockwise: row.ccw }, field);
+  const key = JSON.stringify(fence.coordinates);
+  let verdict = verdicts.get(key);
+  if (!verdict) {
+    const { rows } = await sql<{ valid: boolean; simple: boolean; reason: string; ccw: boolean }>`
+      SELECT ST_IsValid(g) AS valid, ST_IsSimple(g) AS simple, ST_IsValidReason(g) AS reason, ST_IsPolygonCCW(g) AS ccw
+      FROM (SELECT ${geometryOf(fence)} AS g) f`.execute(db);
+    const row = rows[0]!;
+    verdict = { simple: row.valid && row.simple, reason: row.reason, counterClockwise: row.ccw };
+    if (verdicts.size >= REMEMBERED) verdicts.delete(verdicts.keys().next().value!);
+    verdicts.set(key, verdict);
+  }
+  checkGeometry(verdict, field);
 }
