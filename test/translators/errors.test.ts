@@ -1,0 +1,218 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
+import { climateHex, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink, type LogLine } from './given.js';
+
+/**
+ * One hardware decoder that decodes port 1 normally and misbehaves on the
+ * port a test picks: each violation of the contract, and each attempt to
+ * leave the sandbox. Every misbehaving uplink must leave a log entry on the
+ * device, the platform serving, and the next uplink decoded normally.
+ */
+const hostile = `
+function recurse(n) { return recurse(n + 1) + 1; }
+
+const ports = {
+  // contract violations
+  10: () => ({ result: { humidity: 50 } }),
+  11: () => ({ result: { temperature: 'warm' } }),
+  12: () => ({ result: { temperature: null } }),
+  13: () => ({ result: { temperature: Infinity } }),
+  14: () => 42,
+  15: () => ({ result: [21] }),
+  16: () => { throw new Error('frame too short'); },
+  17: () => ({ result: { temperature: 1 }, additionalDeviceUpdates: 'sensor-1' }),
+  18: () => ({ result: { temperature: 1 }, extra: true }),
+  19: () => ({ result: { measuredAt: '2024-13-45' } }),
+  20: () => ({ result: { details: JSON.parse('{"__proto__": {"polluted": true}}') } }),
+  21: () => ({ result: JSON.parse('{"__proto__": {"polluted": true}}') }),
+  22: () => null,
+  // escapes
+  30: () => { while (true) {} },
+  31: () => { const chunks = []; for (;;) chunks.push('x'.repeat(1024 * 1024) + chunks.length); },
+  32: () => recurse(0),
+  33: () => ({ result: { note: require('fs').readFileSync('/etc/passwd', 'utf8') } }),
+  34: () => ({ result: { note: String(process.pid) } }),
+  35: () => ({ result: { note: String(globalThis.process.env.HOME) } }),
+  36: () => ({ result: { note: String(this.constructor.constructor('return process')().pid) } }),
+  37: () => ({ result: { note: String(Function('return this')().require('child_process')) } }),
+  38: () => { Object.prototype.polluted = true; return { result: { details: {} } }; },
+};
+
+function translate({ encodedData }) {
+  const attack = ports[encodedData.port];
+  if (attack) return attack();
+  const bytes = Buffer.from(encodedData.hexEncoded, 'hex');
+  const out = { temperature: bytes.readInt16BE(0) / 100 };
+  // undefined and NaN are dropped, never a violation
+  out.note = undefined;
+  out.measuredAt = NaN;
+  if (({}).polluted !== undefined) out.note = 'prototype polluted across calls';
+  return { result: out };
+}
+`;
+
+const spec = {
+  temperature: { type: 'number', unit: '°C', quantity: 'temperature' },
+  measuredAt: 'date',
+  details: 'object',
+  note: 'string',
+};
+
+const errors = suite<{ t: TestPlatform; p: Provider; device: string; count: number; next: number }>('Translator errors and sandbox escapes through ingest');
+
+errors.before(async (ctx) => {
+  ctx.t = await startTestPlatform();
+  ctx.p = await givenProvider(ctx.t, 'hostile', ['svc/generic/v2/hostile/one']);
+  await givenTranslator(ctx.t, { name: 'hostile-decoder', version: '1.0.0', match: {}, spec, code: hostile });
+  ctx.device = (await givenDevice(ctx.t, { name: 'hostile', translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] }))._id;
+  ctx.count = 0;
+  ctx.next = 10;
+});
+errors.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+/**
+ * Sends the misbehaving uplink, then checks the new log entry (debug,
+ * system, translator name and version, kept 6 hours), that the raw uplink
+ * was still stored undecoded, that the platform serves, and that the next
+ * normal uplink decodes.
+ */
+async function misbehaves(ctx: { t: TestPlatform; device: string; count: number; next: number }, port: number, message: RegExp): Promise<LogLine> {
+  const { t, device } = ctx;
+  const before = await t.call('GET', `/api/iotnodes/${device}`);
+  const after = await uplink(t, device, 'abcd', port);
+  assert.equal(after.encodedData, { hexEncoded: 'abcd', port }, 'the raw uplink is stored');
+  assert.is(after.temperature, before.body.temperature, 'nothing of a rejected translation is applied');
+  assert.is(after.note, undefined);
+  ctx.count++;
+  const logs = await logsAtLeast(t, device, ctx.count);
+  const entry = logs[0]!;
+  assert.is(entry.type, 'debug');
+  assert.is(entry.category, 'system');
+  assert.match(entry.message, /^Translator hostile-decoder 1\.0\.0 failed/);
+  assert.match(entry.message, message);
+  assert.is(entry.data?.translator, 'hostile-decoder');
+  assert.is(entry.data?.version, '1.0.0');
+  const kept = Date.parse(entry.expiresAt!) - Date.parse(entry.time);
+  assert.ok(Math.abs(kept - 6 * 3600 * 1000) < 5000, `kept 6 hours, not ${kept} ms`);
+
+  assert.is((await t.call('GET', '/api/health', { token: null })).status, 200, 'the platform keeps serving');
+  const temperature = ctx.next++;
+  const normal = await uplink(t, device, climateHex(temperature, 0, 0), 1);
+  assert.is(normal.temperature, temperature, 'the next uplink decodes normally');
+  assert.is(normal.note, undefined, 'the next call runs in a clean context');
+  await settle();
+  assert.is((await logsOf(t, device)).length, ctx.count, 'a successful translation writes no log');
+  assert.is(({} as Record<string, unknown>).polluted, undefined, 'the host prototype is untouched');
+  return entry;
+}
+
+errors('when a decoder emits a key not in its spec, then the translation is rejected and logged naming the key', async (ctx) => {
+  await misbehaves(ctx, 10, /\(spec\): humidity: not declared in the translator's spec/);
+});
+
+errors('when a decoder emits a value of the wrong type, then it is rejected and logged', async (ctx) => {
+  await misbehaves(ctx, 11, /\(spec\): temperature: expected number, got string "warm"/);
+});
+
+errors('when a decoder emits null, then it is rejected and logged', async (ctx) => {
+  await misbehaves(ctx, 12, /\(spec\): temperature: null is not a valid number/);
+});
+
+errors('when a decoder emits Infinity, then it is rejected and logged', async (ctx) => {
+  await misbehaves(ctx, 13, /\(spec\): .*temperature.*not a finite number/);
+});
+
+errors('when a decoder returns a non-object, null, or a non-object result, then it is rejected and logged', async (ctx) => {
+  await misbehaves(ctx, 14, /\(result\): translate must return an object/);
+  await misbehaves(ctx, 22, /\(result\): translate must return an object/);
+  await misbehaves(ctx, 15, /\(result\): result must be an object of fields/);
+});
+
+errors('when a decoder throws, then the message is logged', async (ctx) => {
+  await misbehaves(ctx, 16, /\(runtime\): .*frame too short/);
+});
+
+errors('when additionalDeviceUpdates is not a list, or the return value has an unknown key, then it is rejected and logged', async (ctx) => {
+  await misbehaves(ctx, 17, /\(result\): additionalDeviceUpdates must be a list/);
+  await misbehaves(ctx, 18, /\(result\): unexpected key 'extra'/);
+});
+
+errors('when a date field is not an ISO 8601 date, then it is rejected and logged', async (ctx) => {
+  await misbehaves(ctx, 19, /\(spec\): measuredAt: expected an ISO 8601 date/);
+});
+
+errors('when a result carries __proto__ at any depth, then it is rejected and the host prototype stays clean', async (ctx) => {
+  await misbehaves(ctx, 20, /\(spec\): details: contains the key '__proto__'/);
+  await misbehaves(ctx, 21, /\(spec\): __proto__/);
+});
+
+errors('when a decoder loops forever, then it is stopped after its deadline and logged as a time-out', async (ctx) => {
+  await misbehaves(ctx, 30, /\(timeout\)/);
+});
+
+errors('when a decoder allocates without bound, then it is stopped at the memory cap and logged', async (ctx) => {
+  await misbehaves(ctx, 31, /\(memory\)/);
+});
+
+errors('when a decoder recurses without end, then it is stopped and logged', async (ctx) => {
+  await misbehaves(ctx, 32, /\((memory|runtime)\)/);
+});
+
+errors('when a decoder reaches for require, process, or the host through globalThis and Function constructors, then it finds nothing and is logged', async (ctx) => {
+  await misbehaves(ctx, 33, /\(runtime\): .*require/);
+  await misbehaves(ctx, 34, /\(runtime\): .*process/);
+  await misbehaves(ctx, 35, /\(runtime\)/);
+  await misbehaves(ctx, 36, /\(runtime\)/);
+  await misbehaves(ctx, 37, /\(runtime\)/);
+});
+
+errors('when a decoder pollutes Object.prototype inside its own sandbox context, then the host never sees it and decoding goes on', async (ctx) => {
+  const { t, device } = ctx;
+  const after = await uplink(t, device, 'abcd', 38);
+  assert.equal(after.details, {});
+  assert.is(({} as Record<string, unknown>).polluted, undefined);
+  const next = await uplink(t, device, climateHex(5, 0, 0), 1);
+  assert.is(next.temperature, 5);
+});
+
+errors('when an escape arrives over MQTT, then the broker keeps serving and the next message decodes', async (ctx) => {
+  const { t, p } = ctx;
+  const topic = 'svc/generic/v2/hostile/one';
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { hello: 1 });
+  const mqttDevice = await deviceOf(t, topic);
+  await t.call('PUT', `/api/iotnodes/${mqttDevice._id}`, { body: { translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] } });
+  await publish(c, topic, { encodedData: { hexEncoded: '00', port: 30 } });
+  await publish(c, topic, { encodedData: { hexEncoded: climateHex(12.5, 0, 0), port: 1 } });
+  const decoded = await eventually(async () => {
+    const d = await t.call('GET', `/api/iotnodes/${mqttDevice._id}`);
+    return d.body.temperature === 12.5 ? d.body : undefined;
+  }, 8000, 'the message after the time-out');
+  assert.is(decoded.encodedData.port, 1);
+  const logs = await logsAtLeast(t, mqttDevice._id, 1);
+  assert.match(logs[0]!.message, /^Translator hostile-decoder 1\.0\.0 failed \(timeout\)/);
+  await c.endAsync();
+});
+
+errors('when encodedData is not a hex string with a port, then HTTP answers 422 and MQTT stores it undecoded with a log entry', async (ctx) => {
+  const { t, device, p } = ctx;
+  const bad = await t.call('POST', `/api/iotnodes/${device}/uplinks`, { body: { encodedData: { hexEncoded: 'xyz', port: 1 } } });
+  assert.is(bad.status, 422);
+  assert.match(bad.text, /^ERR - encodedData\.hexEncoded /);
+  const topic = 'svc/generic/v2/hostile/one';
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { encodedData: { hexEncoded: 'xyz', port: 1 } });
+  const mqttDevice = await deviceOf(t, topic);
+  const logs = await eventually(async () => {
+    const all = await logsOf(t, mqttDevice._id);
+    return all.some((l) => l.message.includes('encodedData must be')) ? all : undefined;
+  }, 5000, 'the encodedData log entry');
+  assert.ok(logs.length >= 1);
+  await c.endAsync();
+});
+
+errors.run();
