@@ -19,18 +19,19 @@ export interface GivenUser {
   token: string;
 }
 
-let roleCreated = false;
+/** Platforms that already have the role; each suite runs its own platform. */
+const withRole = new WeakSet<TestPlatform>();
 
 /**
  * A user whose custom role may do everything with geofences, devices and their
  * access rights: they hold rights only on what they create or are given.
  */
 export async function givenMapper(t: TestPlatform, username: string): Promise<GivenUser> {
-  if (!roleCreated) {
+  if (!withRole.has(t)) {
     const all = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
     const role = await t.call('POST', '/api/roles', { body: { name: 'mapper', permissions: { geofence: all, device: all, accessRight: all } } });
     assert.ok(role.status === 201 || role.status === 409, role.text);
-    roleCreated = true;
+    withRole.add(t);
   }
   const res = await t.call('POST', '/api/users', { body: { username, attributes: { roles: ['mapper'] } } });
   assert.is(res.status, 201, res.text);
