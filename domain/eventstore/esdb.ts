@@ -172,7 +172,7 @@ export function createEsdbStore(url: string): EventStore {
           for await (const resolved of sub) {
             if (stopped) break;
             const raw: AllStreamResolvedEvent['event'] = resolved.event;
-            // A subscription from a position may or may not repeat the event at it.
+            // Subscription positions are exclusive; the check keeps that true whatever the server does.
             const e = raw && (!position || comparePositions(raw.position, position) > 0) ? toRecorded(raw) : null;
             if (e) batch.push(e);
             if (batch.length > 0 && (batch.length >= batchSize || sub.readableLength === 0)) {

@@ -26,7 +26,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     const params: unknown[] = [streamId, events.length, JSON.stringify(events.map((e) => [e.id, e.type, e.data, e.metadata]))];
     const kind = expected === 'any' || expected === 'no_stream' || expected === 'exists' ? expected : 'revision';
     if (kind === 'revision') params.push(expected);
-    let rows: { revision: string; tx: string; global_position: string }[];
+    let rows: { revision: Int8; tx: string; global_position: Int8 }[];
     try {
       // Named, so each connection parses and plans it once.
       rows = (await pool.query({ name: `es_append_${kind}`, text: APPEND[kind], values: params })).rows;
@@ -84,7 +84,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
    * in the stream; it then gets the answer the original append got.
    */
   async function alreadyStored(streamId: string, events: NewEvent[]): Promise<AppendResult | null> {
-    const { rows } = await pool.query<{ revision: string; tx: string; global_position: string }>(
+    const { rows } = await pool.query<{ revision: Int8; tx: string; global_position: Int8 }>(
       `SELECT revision, transaction_id::text AS tx, global_position FROM es.events
        WHERE event_id = ANY($1::uuid[]) AND stream_id = $2 ORDER BY revision`,
       [events.map((e) => e.id), streamId],
@@ -95,8 +95,8 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
   }
 
   async function conflict(streamId: string, expected: ExpectedRevision): Promise<ConcurrencyError> {
-    const { rows } = await pool.query<{ revision: string }>('SELECT revision FROM es.streams WHERE stream_id = $1', [streamId]);
-    return new ConcurrencyError(streamId, String(expected), rows[0] ? rows[0].revision : 'no_stream');
+    const { rows } = await pool.query<{ revision: Int8 }>('SELECT revision FROM es.streams WHERE stream_id = $1', [streamId]);
+    return new ConcurrencyError(streamId, String(expected), rows[0] ? String(rows[0].revision) : 'no_stream');
   }
 
   async function readStream(streamId: string, opts: { fromRevision?: number; limit?: number } = {}): Promise<RecordedEvent[]> {
@@ -176,6 +176,9 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
   return { kind: 'postgres', append, appendMany, readStream, readAll, subscribe, close: async () => {} };
 }
 
+/** pg hands int8 as a string unless a process-wide type parser turns it into a number. */
+type Int8 = string | number;
+
 /** A `pg.Pool`, or a client (possibly inside a transaction). */
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
@@ -215,9 +218,9 @@ interface EventRow {
   data: unknown;
   metadata: RecordedEvent['metadata'];
   stream_id: string;
-  revision: string;
+  revision: Int8;
   tx: string;
-  global_position: string;
+  global_position: Int8;
 }
 
 const toRecorded = (r: EventRow): RecordedEvent => ({
