@@ -5,12 +5,14 @@
  * JavaScript called directly in Node. Prints one JSON object.
  *
  * Each phase runs for a fixed time (or a fixed call count, whichever ends
- * first), so the whole run stays well under a minute.
+ * first). Then `ingest` compares ingest throughput with a translator
+ * attached to ingest of the same messages without one (translatorIngest.ts).
  */
 import { cpus, loadavg } from 'node:os';
 import _ from 'lodash';
 import { createSandbox, type Translation } from '../../sandbox/index.js';
 import { climateHex, climateSensor, dailyTemperature } from '../sandbox/fixtures.js';
+import { measureIngest } from './translatorIngest.js';
 
 const PHASE_MS = 4000;
 const MAX_CALLS = 200_000;
@@ -83,6 +85,9 @@ try {
     plainNode = { ...next, ...plainChain(next, parameters).result };
   });
 
+  // Ingest with and without a translator attached, through a platform process of its own.
+  const ingest = await measureIngest();
+
   const ratio = (a: number, b: number) => Math.round((a / b) * 10) / 10;
   console.log(
     JSON.stringify(
@@ -103,6 +108,7 @@ try {
           met: sandboxDecoder.p50Us < 50 && sandboxDecoder.callsPerSecond >= 20_000,
         },
         contexts: sandbox.stats(),
+        ingest,
       },
       null,
       2,

@@ -1,0 +1,210 @@
+/**
+ * Ingest throughput with a translator attached, against ingest of the same
+ * messages without one, in the same run (part of `npm run bench:translators`).
+ *
+ * - Its own throw-away PostgreSQL cluster with durability on; the platform
+ *   runs as its own process (`api/main.ts`), the publishers run here.
+ * - `DEVICES` devices per variant, each on its own reserved topic, over
+ *   `CONNECTIONS` credentials sets; one QoS 1 connection per set keeping
+ *   `WINDOW` messages in flight. A PUBACK means the report is stored (decoded
+ *   first when a translator is attached), so acknowledged messages per second
+ *   is the ingest rate.
+ * - Every device gets the same raw uplink `{encodedData: {hexEncoded, port}}`:
+ *   `plain` devices store it as it comes, `decoder` devices run the climate
+ *   decoder, `chain` devices the decoder plus a chained analytics translator.
+ * - Phases alternate (plain, decoder, chain, plain, decoder, chain) so drift
+ *   of the machine hits each variant alike; each variant reports its mean.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import mqtt, { type MqttClient } from 'mqtt';
+import { startPrivateCluster } from '../../migrations/cluster.js';
+import { climateHex, climateSensor, dailyTemperature } from '../sandbox/fixtures.js';
+
+const SECONDS = Number(process.env.BENCH_INGEST_SECONDS ?? 6);
+const ROUNDS = 2;
+const CONNECTIONS = 4;
+const DEVICES = 200;
+const WINDOW = 64;
+const ROOT = new URL('../..', import.meta.url).pathname;
+const VARIANTS = ['plain', 'decoder', 'chain'] as const;
+type Variant = (typeof VARIANTS)[number];
+
+export interface IngestFigures {
+  seconds: number;
+  rounds: number;
+  devicesPerVariant: number;
+  connections: number;
+  inFlightPerConnection: number;
+  acceptedPerSecond: Record<Variant, number>;
+  ratioDecoderToPlain: number;
+  ratioChainToPlain: number;
+  aim: { ratioAtLeast: number; met: boolean };
+  decodedSample: Record<string, unknown>;
+}
+
+function startPlatformProcess(env: Record<string, string>): Promise<{ child: ChildProcess; http: number; mqtt: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const ports: { http?: number; mqtt?: number } = {};
+    let buffer = '';
+    child.stdout!.on('data', (chunk) => {
+      buffer += chunk;
+      for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        try {
+          const entry = JSON.parse(line) as { msg?: string; port?: number };
+          if (entry.msg === 'HTTP listening') ports.http = entry.port;
+          if (entry.msg === 'MQTT listening') ports.mqtt = entry.port;
+          if (ports.http && ports.mqtt) resolve({ child, http: ports.http, mqtt: ports.mqtt });
+        } catch {
+          // not a log line
+        }
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`the platform exited with ${code}`)));
+  });
+}
+
+const connect = (port: number, username: string, password: string) =>
+  new Promise<MqttClient>((resolve, reject) => {
+    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { username, password, reconnectPeriod: 0, protocolVersion: 4 });
+    c.once('connect', () => resolve(c));
+    c.once('error', reject);
+  });
+
+const uplinks = Array.from({ length: 64 }, (_u, i) => JSON.stringify({ encodedData: { hexEncoded: climateHex(15 + i / 8, 30 + i / 2, 2900 + i), port: 1 } }));
+
+/** Publishes to `topics` (one list per connection) for SECONDS; acknowledged messages per second. */
+async function phase(clients: MqttClient[], topics: string[][]): Promise<number> {
+  const started = Date.now();
+  const until = started + SECONDS * 1000;
+  let acked = 0;
+  await Promise.all(
+    clients.map(async (client, c) => {
+      let next = c;
+      const lane = async () => {
+        while (Date.now() < until) {
+          const i = next++;
+          await client.publishAsync(topics[c]![i % topics[c]!.length]!, uplinks[i % uplinks.length]!, { qos: 1 });
+          acked++;
+        }
+      };
+      await Promise.all(Array.from({ length: WINDOW }, lane));
+    }),
+  );
+  return acked / ((Date.now() - started) / 1000);
+}
+
+export async function measureIngest(): Promise<IngestFigures> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-translator-ingest-'));
+  const cluster = startPrivateCluster(dir, 'bench');
+  let child: ChildProcess | null = null;
+  try {
+    const platform = await startPlatformProcess({
+      DATABASE_URL: cluster.url('bench'),
+      PORT: '0',
+      MQTT_PORT: '0',
+      DATA_DIR: join(dir, 'data'),
+      JWT_SECRET: 'bench-secret-that-is-long-enough-for-hs256-0123456789',
+      ADMIN_USERNAME: 'admin',
+      ADMIN_PASSWORD: 'admin-password-1',
+      LOG_LEVEL: 'info',
+    });
+    child = platform.child;
+    const base = `http://127.0.0.1:${platform.http}`;
+    let token = '';
+    const call = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(base + path, { method, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const text = await res.text();
+      if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+      return text ? JSON.parse(text) : null;
+    };
+    token = (await call('POST', '/api/auth/local', { username: 'admin', password: 'admin-password-1' })).token;
+    await call('POST', '/api/translators', { name: 'bench-climate', version: '1.0.0', match: {}, spec: climateSensor.spec, code: climateSensor.code });
+    await call('POST', '/api/translators', {
+      name: 'bench-daily',
+      version: '1.0.0',
+      match: {},
+      parameters: { highAlarmAbove: { type: 'number', description: 'alarm limit', default: 24 } },
+      spec: dailyTemperature.spec,
+      code: dailyTemperature.code,
+    });
+    const preferences: Record<Variant, unknown> = {
+      plain: null,
+      decoder: [{ name: 'bench-climate', version: '1.0.0', upgradePolicy: 'none' }],
+      chain: [
+        { name: 'bench-climate', version: '1.0.0', upgradePolicy: 'none' },
+        { name: 'bench-daily', version: '1.0.0', upgradePolicy: 'none' },
+      ],
+    };
+
+    // topics[variant][connection] = that connection's topics of the variant
+    const topics = Object.fromEntries(VARIANTS.map((v) => [v, Array.from({ length: CONNECTIONS }, () => [] as string[])])) as Record<Variant, string[][]>;
+    const sets: { username: string; password: string }[] = [];
+    for (let c = 0; c < CONNECTIONS; c++) {
+      const username = `bench-${c}`;
+      const password = `bench-password-${c}`;
+      const set = await call('POST', '/api/basic-credentials-sets', { username, password });
+      sets.push({ username, password });
+      for (const variant of VARIANTS) {
+        for (let d = c; d < DEVICES; d += CONNECTIONS) {
+          const topic = `svc/generic/v2/bench/${variant}-${d}`;
+          await call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
+          topics[variant][c]!.push(topic);
+        }
+      }
+    }
+    const clients = await Promise.all(sets.map((s) => connect(platform.mqtt, s.username, s.password)));
+    // First messages create the devices; then the translators are attached.
+    await Promise.all(clients.flatMap((client, c) => VARIANTS.flatMap((v) => topics[v][c]!.map((topic) => client.publishAsync(topic, '{"hello":true}', { qos: 1 })))));
+    for (const variant of VARIANTS) {
+      if (!preferences[variant]) continue;
+      let devices: { _id: string }[] = [];
+      for (let tries = 0; devices.length < DEVICES && tries < 100; tries++) {
+        devices = await call('GET', `/api/iotnodes?limit=1000&fields=_id&filter[name]=${encodeURIComponent(`bench/${variant}-`)}`);
+        if (devices.length < DEVICES) await new Promise((r) => setTimeout(r, 200));
+      }
+      for (const d of devices) await call('PUT', `/api/iotnodes/${d._id}`, { translatorPreferences: preferences[variant] });
+    }
+    // Warm every translator context and device document once, outside the measurement.
+    for (const variant of VARIANTS) await phase(clients, topics[variant]).catch(() => 0);
+
+    const samples: Record<Variant, number[]> = { plain: [], decoder: [], chain: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const variant of VARIANTS) samples[variant].push(await phase(clients, topics[variant]));
+    }
+    await Promise.all(clients.map((c) => c.endAsync()));
+    const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
+    const accepted = { plain: mean(samples.plain), decoder: mean(samples.decoder), chain: mean(samples.chain) };
+    const sample = (await call('GET', `/api/iotnodes?limit=1&filter[name]=${encodeURIComponent('bench/chain-0')}`))[0] as Record<string, unknown>;
+    const ratio = (a: number, b: number) => Math.round((a / b) * 1000) / 1000;
+    return {
+      seconds: SECONDS,
+      rounds: ROUNDS,
+      devicesPerVariant: DEVICES,
+      connections: CONNECTIONS,
+      inFlightPerConnection: WINDOW,
+      acceptedPerSecond: accepted,
+      ratioDecoderToPlain: ratio(accepted.decoder, accepted.plain),
+      ratioChainToPlain: ratio(accepted.chain, accepted.plain),
+      aim: { ratioAtLeast: 0.7, met: accepted.decoder / accepted.plain >= 0.7 },
+      decodedSample: Object.fromEntries(['temperature', 'relativeHumidity', 'temperatureDayCount'].map((k) => [k, sample?.[k]])),
+    };
+  } finally {
+    if (child && child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 2000));
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+    cluster.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  console.log(JSON.stringify({ benchmark: 'translator-ingest', ...(await measureIngest()) }, null, 2));
+}
