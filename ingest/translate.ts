@@ -55,6 +55,14 @@ interface Chain {
 
 /** Device documents kept for chained translators (each reads the device it runs on). */
 const MAX_CACHED_DOCS = 20_000;
+/**
+ * A translator version that runs into its deadline this many times within
+ * the window is suspended for the window: every time-out holds the ingest
+ * pipeline for a whole second, so a looping decoder must not stall every
+ * other device's data.
+ */
+export const SUSPEND_AFTER_TIMEOUTS = 3;
+export const SUSPEND_WINDOW_MS = 60_000;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -83,6 +91,10 @@ function encodedDataOf(value: unknown): EncodedData | 'invalid' | null {
  * memory, spec or result violation) stores the report undecoded and writes a
  * `debug`/`system` log entry on the device kept 6 hours; a chained
  * translator's failure ends the chain, keeps what came before, and logs nothing.
+ * A translator version that times out `SUSPEND_AFTER_TIMEOUTS` times within
+ * `SUSPEND_WINDOW_MS` is not run for the next window (the decoder's uplinks
+ * are stored undecoded, with a log entry), so one looping translator cannot
+ * hold up every device's data.
  *
  * `additionalDeviceUpdates[i].identifier` is the `secret` of a device created
  * by the same user as the gateway (for MQTT devices: the creator of the
@@ -96,6 +108,8 @@ export class Translation implements Decoder {
   private chains = new Map<string, Chain>();
   private docs = new Map<string, DeviceDoc>();
   private generation = 0;
+  /** Translator id → times of its recent time-outs, and when a suspension ends. */
+  private timeouts = new Map<string, { at: number[]; until: number }>();
   private readonly logs: LogWriter;
   /** Translator calls made, hardware decoders and chained alike. */
   calls = 0;
@@ -164,6 +178,11 @@ export class Translation implements Decoder {
         this.logFailure(deviceId, translator, 'encodedData must be {hexEncoded: <hex string of whole bytes>, port: <number>}', 'input');
         return { payload, updates: [] };
       }
+      const suspended = this.suspendedUntil(translator.id);
+      if (suspended) {
+        this.logFailure(deviceId, translator, `suspended until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs within ${SUSPEND_WINDOW_MS / 1000} s; the uplink is stored undecoded`, 'suspended');
+        return { payload, updates: [] };
+      }
       try {
         const program = await this.program(translator);
         this.calls++;
@@ -172,6 +191,7 @@ export class Translation implements Decoder {
         updates = out.additionalDeviceUpdates ?? [];
       } catch (error) {
         if (!isTranslatorError(error)) throw error;
+        if (error.kind === 'timeout') this.strike(translator.id);
         const where = error.line !== undefined ? ` (line ${error.line})` : '';
         this.logFailure(deviceId, translator, `${error.message}${where}`, error.kind, { ...(error.key ? { key: error.key } : {}), ...(error.logs.length ? { console: error.logs } : {}) });
         return { payload, updates: [] };
@@ -181,6 +201,7 @@ export class Translation implements Decoder {
       const doc = await this.docOf(deviceId);
       let iotnode: DeviceDoc = { ...doc, ...reportableFields(merged, false).kept, _id: deviceId, reportedAt: receivedAt };
       for (const link of chain.chained) {
+        if (this.suspendedUntil(link.translator.id)) break;
         try {
           const program = await this.program(link.translator);
           this.calls++;
@@ -190,6 +211,7 @@ export class Translation implements Decoder {
           if (out.additionalDeviceUpdates) updates = [...updates, ...out.additionalDeviceUpdates];
         } catch (error) {
           if (!isTranslatorError(error)) throw error;
+          if (error.kind === 'timeout') this.strike(link.translator.id);
           break;
         }
       }
@@ -242,6 +264,25 @@ export class Translation implements Decoder {
       },
       `translator ${translator.id} ${kind}`,
     );
+  }
+
+  private strike(translatorId: string): void {
+    const now = Date.now();
+    const entry = this.timeouts.get(translatorId) ?? { at: [], until: 0 };
+    entry.at = [...entry.at.filter((t) => now - t < SUSPEND_WINDOW_MS), now];
+    if (entry.at.length >= SUSPEND_AFTER_TIMEOUTS) {
+      entry.until = now + SUSPEND_WINDOW_MS;
+      entry.at = [];
+      this.log.warn({ translatorId }, 'translator suspended after repeated time-outs');
+    }
+    this.timeouts.set(translatorId, entry);
+  }
+
+  /** When the translator's suspension ends, or 0 when it runs. */
+  private suspendedUntil(translatorId: string): number {
+    const entry = this.timeouts.get(translatorId);
+    if (!entry || entry.until <= Date.now()) return 0;
+    return entry.until;
   }
 
   private async program(translator: Loaded): Promise<Program> {
@@ -309,6 +350,7 @@ export class Translation implements Decoder {
     set?.delete(t);
     if (set?.size === 0) this.byName.delete(t.name);
     this.sandbox.unload(id);
+    this.timeouts.delete(id);
     this.generation++;
   }
 

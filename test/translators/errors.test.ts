@@ -215,4 +215,20 @@ errors('when encodedData is not a hex string with a port, then HTTP answers 422 
   await c.endAsync();
 });
 
+errors('when a decoder times out three times within a minute, then it is suspended and its uplinks are stored undecoded at once, while other decoders keep running', async (ctx) => {
+  const { t, device } = ctx;
+  await givenTranslator(t, { name: 'always-loops', match: {}, spec, code: 'function translate() { while (true) {} }' });
+  const looping = (await givenDevice(t, { name: 'looping', translatorPreferences: [{ name: 'always-loops', version: '1.0.0', upgradePolicy: 'none' }] }))._id;
+  for (let i = 0; i < 3; i++) await uplink(t, looping, 'abcd', 1);
+  const logs = await logsAtLeast(t, looping, 3);
+  assert.ok(logs.every((l) => /failed \(timeout\)/.test(l.message)));
+  const calls = t.platform.translation.calls;
+  const stored = await uplink(t, looping, 'beef', 1);
+  assert.equal(stored.encodedData, { hexEncoded: 'beef', port: 1 });
+  assert.is(t.platform.translation.calls, calls, 'a suspended decoder is not run');
+  const suspended = await logsAtLeast(t, looping, 4);
+  assert.match(suspended[0]!.message, /^Translator always-loops 1\.0\.0 failed \(suspended\): suspended until /);
+  assert.is((await uplink(t, device, climateHex(7, 0, 0), 1)).temperature, 7, 'another translator is unaffected');
+});
+
 errors.run();
