@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
@@ -67,6 +67,8 @@ function writer(store: EventStore, name: string, size: number) {
   };
 }
 
+// Other work on the machine moves every figure; the load average says how much there was.
+const loadAtStart = loadavg()[0]!;
 const dir = mkdtempSync(join(tmpdir(), 'platform-bench-'));
 log(`starting a private cluster with durability on in ${dir}`);
 const cluster = startPrivateCluster(dir, 'bench');
@@ -150,6 +152,7 @@ try {
     JSON.stringify(
       {
         durability: settings,
+        machine: { cores: cpus().length, loadAverage1mAtStart: Math.round(loadAtStart * 100) / 100 },
         writers: WRITERS,
         secondsPerPhase: PHASE_MS / 1000,
         roundsOfBaselineAndAppends: ROUNDS,
