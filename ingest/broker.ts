@@ -40,6 +40,8 @@ export interface Broker {
   port: number;
   /** Publishes from the platform itself (output topics, downlinks). */
   publish(topic: string, payload: Buffer | string, qos?: 0 | 1): Promise<void>;
+  /** Corks the connections subscribed to output topics; the returned function uncorks them. */
+  holdConsumers(): () => void;
   close(): Promise<void>;
 }
 
@@ -210,6 +212,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         correlationId: `mqtt:${hash}:${messageId ?? '-'}:${client.id}`,
         dedup: messageId !== undefined ? { key: `${client.id}\u0000${messageId}`, hash, redelivery: packet.dup === true } : undefined,
         done: (err) => callback(err ?? null),
+        conn: client.conn as unknown as { cork(): void; uncork(): void },
       });
     },
   });
@@ -242,6 +245,14 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       new Promise<void>((resolve, reject) =>
         aedes.publish({ cmd: 'publish', topic, payload: typeof payload === 'string' ? Buffer.from(payload) : payload, qos, retain: false, dup: false }, (err) => (err ? reject(err) : resolve())),
       ),
+    holdConsumers() {
+      const clients = Object.values((aedes as unknown as { clients: Record<string, Client & { subscriptions: Record<string, unknown> }> }).clients);
+      const conns = clients.filter((c) => Object.keys(c.subscriptions).some((t) => t.startsWith('svc/output/v2/'))).map((c) => c.conn as unknown as { cork(): void; uncork(): void });
+      for (const c of conns) c.cork();
+      return () => {
+        for (const c of conns) c.uncork();
+      };
+    },
     async close() {
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
       if (wss) {

@@ -46,8 +46,9 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
       await pipeline.seed();
       const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret });
       ingest.broker = broker;
-      output = new ChangeSubscriber('output-mqtt', store, db, log, mqttDelivery(registry, (topic, payload) => broker.publish(topic, payload, 1), logs));
-      http = new ChangeSubscriber('channels-http', store, db, log, httpDelivery(registry, logs, log));
+      const has = (test: (protocol: string) => boolean) => (deviceId: string) => registry.channelsOf(deviceId).some((c) => test(c.protocol));
+      output = new ChangeSubscriber('output-mqtt', store, db, log, mqttDelivery(registry, (topic, payload) => broker.publish(topic, payload, 1), logs, () => broker.holdConsumers()), has((p) => p !== 'http'));
+      http = new ChangeSubscriber('channels-http', store, db, log, httpDelivery(registry, logs, log), has((p) => p === 'http'));
       await output.start();
       await http.start();
       purge = setInterval(() => {

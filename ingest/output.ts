@@ -38,18 +38,20 @@ export class ChangeTracker {
     private readonly db: Kysely<Database>,
   ) {}
 
-  async changes(batch: RecordedEvent[]): Promise<Change[]> {
+  /** The changes of the devices `wants` names; other devices are skipped (and rebuilt when they are wanted again). */
+  async changes(batch: RecordedEvent[], wants: (deviceId: string) => boolean = () => true): Promise<Change[]> {
     const out: Change[] = [];
+    await this.prefetch(batch, wants);
     for (const e of batch) {
       if (!e.type.startsWith('Device') || !e.streamId.startsWith('device-')) continue;
       const event = e as RecordedEvent & DeviceEvent;
       const id = event.data.id;
+      if (!wants(id)) continue;
       if (event.type === 'DeviceDeleted') {
         this.put(id, event.revision, null);
         continue;
       }
       const before = await this.before(id, event.revision);
-      if (before === undefined) continue;
       const after = event.type === 'DeviceRegistered' ? evolveDoc({}, event) : before ? evolveDoc(before, event) : null;
       this.put(id, event.revision, after);
       if (!after || !CHANGE_EVENTS.has(event.type)) continue;
@@ -63,31 +65,65 @@ export class ChangeTracker {
     return out;
   }
 
-  private put(id: string, revision: number, doc: DeviceDoc | null): void {
-    this.cache.delete(id);
-    this.cache.set(id, { revision, doc });
-    if (this.cache.size > DEVICE_CACHE) this.cache.delete(this.cache.keys().next().value!);
+  /**
+   * Loads, in one query, the read-model rows of the devices whose first event
+   * in this batch does not follow the cache; `before` then rarely needs the store.
+   */
+  private async prefetch(batch: RecordedEvent[], wants: (deviceId: string) => boolean): Promise<void> {
+    this.rows.clear();
+    const first = new Map<string, number>();
+    for (const e of batch) {
+      if (!e.streamId.startsWith('device-')) continue;
+      const id = (e.data as { id: string }).id;
+      if (first.has(id) || !wants(id)) continue;
+      const cached = this.cache.get(id);
+      first.set(id, e.revision === 0 || (cached && cached.revision === e.revision - 1) ? -1 : e.revision);
+    }
+    const ids = [...first].filter(([, r]) => r > 0).map(([id]) => id);
+    if (ids.length === 0) return;
+    const rows = new Map((await this.db.selectFrom('devices').select(['id', 'doc', 'revision']).where('id', 'in', ids).execute()).map((r) => [r.id, r]));
+    // Devices whose read-model row is not exactly the state before: fold the missing part of their stream, several at a time.
+    const queue = ids.slice();
+    const work = async () => {
+      for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+        const revision = first.get(id)!;
+        const row = rows.get(id);
+        const base = row && row.revision <= revision - 1 ? { doc: row.doc as DeviceDoc | null, from: row.revision + 1 } : { doc: null, from: 0 };
+        this.rows.set(id, { doc: await this.fold(id, base.doc, base.from, revision), revision: revision - 1 });
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, work));
   }
 
-  /** The device just before `revision`; null when it did not exist; undefined when the event was already seen. */
-  private async before(id: string, revision: number): Promise<DeviceDoc | null | undefined> {
-    const cached = this.cache.get(id);
-    if (cached && cached.revision === revision - 1) return cached.doc;
-    if (revision === 0) return null;
-    let doc: DeviceDoc | null = null;
-    let from = 0;
-    const row = await this.db.selectFrom('devices').select(['doc', 'revision']).where('id', '=', id).executeTakeFirst();
-    if (row && row.revision <= revision - 1) {
-      doc = row.doc;
-      from = row.revision + 1;
-    }
-    const events = await this.store.readStream(`device-${id}`, { fromRevision: from, limit: revision - from });
+  /** Folds the stream's events from `from` up to (not including) `to` onto `doc`. */
+  private async fold(id: string, doc: DeviceDoc | null, from: number, to: number): Promise<DeviceDoc | null> {
+    if (from >= to) return doc;
+    const events = await this.store.readStream(`device-${id}`, { fromRevision: from, limit: to - from });
     for (const e of events as (RecordedEvent & DeviceEvent)[]) {
       if (e.type === 'DeviceRegistered') doc = evolveDoc({}, e);
       else if (e.type === 'DeviceDeleted') doc = null;
       else if (doc) doc = evolveDoc(doc, e);
     }
     return doc;
+  }
+
+  /** Read-model rows fetched for the current batch. */
+  private rows = new Map<string, { doc: DeviceDoc | null; revision: number }>();
+
+  private put(id: string, revision: number, doc: DeviceDoc | null): void {
+    this.cache.delete(id);
+    this.cache.set(id, { revision, doc });
+    if (this.cache.size > DEVICE_CACHE) this.cache.delete(this.cache.keys().next().value!);
+  }
+
+  /** The device just before `revision`; null when it did not exist. */
+  private async before(id: string, revision: number): Promise<DeviceDoc | null> {
+    const cached = this.cache.get(id);
+    if (cached && cached.revision === revision - 1) return cached.doc;
+    if (revision === 0) return null;
+    const row = this.rows.get(id);
+    if (row && row.revision === revision - 1) return row.doc;
+    return this.fold(id, null, 0, revision);
   }
 }
 
@@ -106,6 +142,8 @@ export class ChangeSubscriber {
     private readonly db: Kysely<Database>,
     private readonly log: Logger,
     private readonly deliver: (changes: Change[]) => Promise<void>,
+    /** Whether a device has a channel this subscriber delivers to; the others are not folded at all. */
+    private readonly wants: (deviceId: string) => boolean = () => true,
   ) {
     this.tracker = new ChangeTracker(store, db);
   }
@@ -114,9 +152,9 @@ export class ChangeSubscriber {
     const { rows } = await sql<{ c: string; p: string }>`SELECT commit_position AS c, prepare_position AS p FROM es.checkpoints WHERE name = ${this.name}`.execute(this.db);
     const after: Position | null = rows[0] ? { commit: BigInt(rows[0].c), prepare: BigInt(rows[0].p) } : null;
     this.subscription = this.store.subscribe(
-      { after, batchSize: 1000, onError: (err) => this.log.error({ err, subscriber: this.name }, 'delivering device changes failed; retrying') },
+      { after, batchSize: 5000, onError: (err) => this.log.error({ err, subscriber: this.name }, 'delivering device changes failed; retrying') },
       async (batch) => {
-        const changes = await this.tracker.changes(batch);
+        const changes = await this.tracker.changes(batch, this.wants);
         if (changes.length) await this.deliver(changes);
         const last = batch[batch.length - 1]!.position;
         await sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
@@ -139,9 +177,12 @@ export const outputTopic = (recipient: string, deviceId: string) => `svc/output/
  * Delivery over `mqtt` channels, plus the log entries of channels whose
  * protocol this build does not deliver (`cloudIotHub`, `bacnet`, `knx`, `modbus`).
  */
-export function mqttDelivery(registry: Registry, publish: (topic: string, payload: Buffer) => Promise<void>, logs: LogWriter) {
+export function mqttDelivery(registry: Registry, publish: (topic: string, payload: Buffer) => Promise<void>, logs: LogWriter, hold: () => () => void = () => () => {}) {
   return async (changes: Change[]): Promise<void> => {
     const sends: Promise<void>[] = [];
+    // Consumers' connections are corked while the batch is handed to the broker, so it leaves in few writes.
+    const release = hold();
+    setTimeout(release, 0);
     for (const change of changes) {
       let payload: Buffer | null = null;
       const recipients = new Set<string>();

@@ -27,6 +27,8 @@ export interface IngestMessage {
   dedup?: { key: string; hash: string; redelivery: boolean };
   /** Called once the event is durably stored (or the message was dropped on purpose); an error closes the connection. */
   done: (error?: Error | null) => void;
+  /** The publisher's connection: corked while a batch's acknowledgements are written, so they leave in one write. */
+  conn?: { cork(): void; uncork(): void };
 }
 
 export interface PipelineOptions {
@@ -203,7 +205,11 @@ export class IngestPipeline {
       return;
     }
     for (const r of remembered) this.remember(r.key, r.hash);
+    const conns = new Set(acked.map((m) => m.conn).filter((c) => c !== undefined));
+    for (const c of conns) c.cork();
     for (const m of acked) m.done(null);
+    // aedes writes the PUBACKs as the callbacks run; they leave together when the connections are uncorked.
+    if (conns.size) setTimeout(() => { for (const c of conns) c.uncork(); }, 0);
     for (const c of created) void this.passRights(c.deviceId, c.setId, c.createdBy);
   }
 
