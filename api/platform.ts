@@ -94,7 +94,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
 
   const app = createApp(deps, loadOpenApi(), {
     parsers: [imageUploadParser()],
-    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps, (topic, message) => ingest.broker ? ingest.broker.publish(topic, message, 1) : Promise.reject(new Error('the MQTT broker is not running'))), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
     health: async () => {
       const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);
       const ready = dbUp && projections.healthy;

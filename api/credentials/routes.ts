@@ -8,6 +8,7 @@ import { newResourceId } from '../../domain/shared/ids.js';
 import { hashPassword } from '../../domain/users/password.js';
 import { CREDENTIALS_NOT_FOUND, checkUsername, credentialsSetDecider, credentialsSetStream } from '../../domain/credentials/credentialsSet.js';
 import { ALLOWED_ROOTS, TOPIC_NOT_FOUND, checkTopic, reservedTopicDecider, reservedTopicStream } from '../../domain/topics/reservedTopic.js';
+import { handle } from '../../domain/shared/decider.js';
 import { CONNECTOR_NOT_FOUND, connectorDecider, connectorStream, type ConnectorDoc } from '../../domain/connectors/connector.js';
 
 const presentSet = (r: { id: string; username: string; created_at: Date }) => ({ _id: r.id, username: r.username, createdAt: r.created_at });
@@ -15,7 +16,7 @@ const presentTopic = (r: { id: string; topic: string; credentials_set_id: string
 const presentConnector = (r: { id: string; doc: ConnectorDoc }) => ({ _id: r.id, ...r.doc });
 
 /** Credentials sets, reserved MQTT topics and connectors: what a device provider sets up before publishing. */
-export function credentialsRoutes(deps: Deps): Router {
+export function credentialsRoutes(deps: Deps, push: (topic: string, message: string) => Promise<void>): Router {
   const router = Router();
 
   // ---- basic credentials sets ----
@@ -123,6 +124,18 @@ export function credentialsRoutes(deps: Deps): Router {
       .orderBy('id')
       .execute();
     res.json(rows.map(presentConnector));
+  });
+
+  // The generic connector's downlink: published at once on the credentials set's push topic; accepted means handed to the broker.
+  router.put('/api/connectors/command', async (req, res) => {
+    const { connectorId, data } = req.body as { connectorId: string; data: { mqttTopic: string; message: string } };
+    await requireAccess(deps, principalOf(req), connectorId, 'write', CONNECTOR_NOT_FOUND);
+    const context = requestContext(deps, req);
+    const { events } = await handle(deps.store, connectorStream(connectorId), connectorDecider, { type: 'QueueDownlink', id: connectorId, mqttTopic: data.mqttTopic, message: data.message, at: context.now }, context, { retries: 5 });
+    const queued = events[0]!;
+    if (queued.type !== 'DownlinkQueued') throw new Error('unexpected event');
+    await push(queued.data.topic, queued.data.message);
+    res.status(202).json({ status: 'queued', topic: queued.data.topic });
   });
 
   router.get('/api/connectors/:id', async (req, res) => {

@@ -13,13 +13,18 @@ export interface ConnectorSecrets {
 
 export type ConnectorEvent =
   | { type: 'ConnectorCreated'; data: { id: string; createdBy: string; doc: ConnectorDoc; secrets: ConnectorSecrets; at: string } }
-  | { type: 'ConnectorDeleted'; data: { id: string; at: string } };
+  | { type: 'ConnectorDeleted'; data: { id: string; at: string } }
+  | { type: 'DownlinkQueued'; data: { id: string; topic: string; message: string; at: string } };
 
 export type ConnectorCommand =
   | { type: 'CreateConnector'; id: string; createdBy: string; body: ConnectorDoc; at: string }
-  | { type: 'DeleteConnector'; id: string; at: string };
+  | { type: 'DeleteConnector'; id: string; at: string }
+  | { type: 'QueueDownlink'; id: string; mqttTopic: string; message: string; at: string };
 
-export type ConnectorState = { status: 'none' | 'deleted' } | { status: 'active'; id: string };
+export type ConnectorState = { status: 'none' | 'deleted' } | { status: 'active'; id: string; doc: ConnectorDoc };
+
+/** Where a generic connector's downlink goes with the internal broker: the credentials set's push topic. */
+export const pushTopic = (basicCredentialsSetId: string, mqttTopic: string) => `svc/push/v1/${basicCredentialsSetId}/${mqttTopic}`;
 
 export const connectorStream = (id: string) => `connector-${id}`;
 export const CONNECTOR_NOT_FOUND = 'Connector not found';
@@ -60,6 +65,15 @@ export const connectorDecider: Decider<ConnectorCommand, ConnectorState, Connect
       case 'DeleteConnector':
         if (state.status !== 'active') throw new NotFoundError(CONNECTOR_NOT_FOUND);
         return [{ type: 'ConnectorDeleted', data: { id: command.id, at: command.at } }];
+      case 'QueueDownlink': {
+        if (state.status !== 'active') throw new NotFoundError(CONNECTOR_NOT_FOUND);
+        if (state.doc.integration !== 'Generic') throw ValidationError.field('integrationName', 'Generic does not match the connector\'s integration');
+        const setId = state.doc.basicCredentialsSetId;
+        if (typeof setId !== 'string') throw ValidationError.field('connectorId', 'uses an external broker; this build sends downlinks through the internal broker only');
+        const levels = command.mqttTopic.split('/');
+        if (levels.some((l) => l === '') || /[+#$\u0000]/.test(command.mqttTopic)) throw ValidationError.field('data.mqttTopic', 'must be a topic without empty levels, +, #, $ or NUL');
+        return [{ type: 'DownlinkQueued', data: { id: command.id, topic: pushTopic(setId, command.mqttTopic), message: command.message, at: command.at } }];
+      }
       default: {
         const _: never = command;
         return _;
@@ -69,9 +83,11 @@ export const connectorDecider: Decider<ConnectorCommand, ConnectorState, Connect
   evolve(state, event) {
     switch (event.type) {
       case 'ConnectorCreated':
-        return { status: 'active', id: event.data.id };
+        return { status: 'active', id: event.data.id, doc: event.data.doc };
       case 'ConnectorDeleted':
         return { status: 'deleted' };
+      case 'DownlinkQueued':
+        return state;
       default: {
         const _: never = event;
         return _;

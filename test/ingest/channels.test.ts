@@ -182,4 +182,17 @@ channels('when a channel uses a protocol this build does not deliver, then it is
   await c.endAsync();
 });
 
+channels('when a generic connector sends a downlink, then the credentials set receives it on its push topic', async ({ t, p }) => {
+  const connector = await t.call('POST', '/api/connectors', { body: { name: 'generic', basicCredentialsSetId: p.setId, integration: 'Generic' } });
+  const c = await connectMqtt(t, p.username, p.password);
+  const got = new Promise<{ topic: string; text: string }>((resolve) => c.once('message', (topic, payload) => resolve({ topic, text: payload.toString() })));
+  await c.subscribeAsync(`svc/push/v1/${p.setId}/#`, { qos: 1 });
+  const res = await t.call('PUT', '/api/connectors/command', { body: { command: 'sendDownlink', integrationName: 'Generic', connectorId: connector.body._id, data: { mqttTopic: 'node-7/config', message: '{"interval":60}' } } });
+  assert.is(res.status, 202, res.text);
+  assert.equal(await got, { topic: `svc/push/v1/${p.setId}/node-7/config`, text: '{"interval":60}' });
+  const bad = await t.call('PUT', '/api/connectors/command', { body: { command: 'sendDownlink', integrationName: 'Generic', connectorId: connector.body._id, data: { mqttTopic: 'a/#', message: 'x' } } });
+  assert.is(bad.status, 422);
+  await c.endAsync();
+});
+
 channels.run();
