@@ -6,8 +6,8 @@ import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
 import { ConflictError, NotFoundError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
-import { handle } from '../../domain/shared/decider.js';
-import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceDoc } from '../../domain/devices/device.js';
+import { handle, type CommandContext } from '../../domain/shared/decider.js';
+import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc } from '../../domain/devices/device.js';
 import { accessDecider, accessStream } from '../../domain/access/rights.js';
 import { CREATOR_SCOPE, type Scope } from '../../domain/access/scopes.js';
 import type { Ingest } from '../../ingest/index.js';
@@ -37,10 +37,24 @@ function listConditions(req: Request): Expression<SqlBool>[] {
   return conditions;
 }
 
-/** The devices with `secret`, other than `except`. */
-async function secretTaken(deps: Deps, secret: string, except?: string): Promise<boolean> {
-  const row = await deps.db.selectFrom('devices').select('id').where('secret', '=', secret).executeTakeFirst();
-  return !!row && row.id !== except;
+/**
+ * Decides and appends a device command between ingest batches, checking a new
+ * `secret` against the broker's registry (which already knows devices the
+ * ingest created but the read models have not shown yet); the wait for the
+ * read models happens after, outside the ingest's turn.
+ */
+async function writeDevice(deps: Deps, ingest: Ingest, context: CommandContext, id: string, command: DeviceCommand, fields: DeviceDoc): Promise<void> {
+  const result = await ingest.exclusive(async () => {
+    const secret = fields.secret;
+    if (typeof secret === 'string') {
+      const owner = ingest.registry.deviceOfSecret(secret);
+      if (owner !== undefined && owner !== id) throw new ConflictError('ERR - secret is already the secret of another iotnode');
+    }
+    const handled = await handle(deps.store, deviceStream(id), deviceDecider, command, context, { retries: 3 });
+    if (handled.result && typeof secret === 'string') ingest.registry.putSecret(id, secret);
+    return handled.result;
+  });
+  if (result) await deps.projections.waitFor(result.position, deps.config.projectionWaitMs);
 }
 
 export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
@@ -76,10 +90,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
     const id = newResourceId();
     const context = requestContext(deps, req);
     // Serialised with the ingest pipeline, so a device and a first MQTT message cannot both create a device for one secret.
-    await ingest.exclusive(async () => {
-      if (typeof fields.secret === 'string' && (await secretTaken(deps, fields.secret))) throw new ConflictError('ERR - secret is already the secret of another iotnode');
-      await write(deps, context, deviceStream(id), deviceDecider, { type: 'RegisterDevice', id, createdBy: context.actor, fields, at: context.now });
-    });
+    await writeDevice(deps, ingest, context, id, { type: 'RegisterDevice', id, createdBy: context.actor, fields, at: context.now }, fields);
     res.status(201).json(await loadDevice(deps, id));
   });
 
@@ -88,8 +99,8 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
     const principal = principalOf(req);
     const context = requestContext(deps, req);
     const id = await ingest.exclusive(async () => {
-      const existing = await deps.db.selectFrom('devices').select('id').where('secret', '=', secret).executeTakeFirst();
-      if (existing) return existing.id;
+      const existing = ingest.registry.deviceOfSecret(secret);
+      if (existing) return existing;
       // Claimed before any data flowed: the device is created as its first message would create it.
       const reserved = ingest.registry.reservedTopic(secret);
       const set = reserved && ingest.registry.credentialsSet(reserved.setId);
@@ -127,10 +138,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
     await requireAccess(deps, principalOf(req), id, 'write', DEVICE_NOT_FOUND);
     const fields = req.body as DeviceDoc;
     const context = requestContext(deps, req);
-    await ingest.exclusive(async () => {
-      if (typeof fields.secret === 'string' && (await secretTaken(deps, fields.secret, id))) throw new ConflictError('ERR - secret is already the secret of another iotnode');
-      await write(deps, context, deviceStream(id), deviceDecider, { type: 'UpdateDevice', id, fields, at: context.now }, { retries: 3 });
-    });
+    await writeDevice(deps, ingest, context, id, { type: 'UpdateDevice', id, fields, at: context.now }, fields);
     res.json(await loadDevice(deps, id));
   });
 
