@@ -195,8 +195,11 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       };
       if (payload.length > MAX_PAYLOAD_BYTES) return fail(`the payload is larger than ${MAX_PAYLOAD_BYTES} bytes`);
       let body: unknown;
+      const text = payload.toString('utf8');
+      // PostgreSQL cannot store NUL in text or JSON.
+      if (text.includes('\u0000') || /\\u0000/.test(text) || topic.includes('\u0000')) return fail('the payload or topic contains a NUL character');
       try {
-        body = JSON.parse(payload.toString('utf8'));
+        body = JSON.parse(text);
       } catch {
         return fail('the payload is not JSON');
       }

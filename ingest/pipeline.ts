@@ -195,8 +195,9 @@ export class IngestPipeline {
       if (m.dedup) remembered.push(m.dedup);
     }
 
+    let rejected: string[];
     try {
-      await this.append(streams);
+      rejected = await this.append(streams);
     } catch (err) {
       this.log.error({ err, messages: batch.length }, 'ingest batch failed; publishers are disconnected and will send again');
       for (const c of created) this.registry.forgetSecret(c.deviceId);
@@ -204,28 +205,55 @@ export class IngestPipeline {
       for (const m of batch) m.done(new Error('storing the message failed'));
       return;
     }
+    for (const stream of rejected) {
+      const deviceId = stream.slice(deviceStream('').length);
+      if (created.some((c) => c.deviceId === deviceId)) this.registry.forgetSecret(deviceId);
+      this.logs.write({
+        resourceId: deviceId,
+        resourceType: 'device',
+        type: 'error',
+        priority: 'high',
+        category: 'update',
+        message: 'Messages not stored: the database refused their content (for example a lone surrogate in a string)',
+      }, 'refused content');
+    }
     for (const r of remembered) this.remember(r.key, r.hash);
     const conns = new Set(acked.map((m) => m.conn).filter((c) => c !== undefined));
     for (const c of conns) c.cork();
     for (const m of acked) m.done(null);
     // aedes writes the PUBACKs as the callbacks run; they leave together when the connections are uncorked.
     if (conns.size) setTimeout(() => { for (const c of conns) c.uncork(); }, 0);
-    for (const c of created) void this.passRights(c.deviceId, c.setId, c.createdBy);
+    for (const c of created) if (!rejected.includes(deviceStream(c.deviceId))) void this.passRights(c.deviceId, c.setId, c.createdBy);
   }
 
-  private async append(streams: Map<string, NewEvent[]>): Promise<void> {
-    if (streams.size === 0) return;
+  /**
+   * Appends the batch; returns the streams whose events the database refused
+   * as data (SQLSTATE class 22, such as a lone surrogate in a string), so one
+   * bad message cannot block the others of its batch for ever.
+   */
+  private async append(streams: Map<string, NewEvent[]>): Promise<string[]> {
+    if (streams.size === 0) return [];
     const appends = [...streams].map(([streamId, events]) => ({ streamId, events }));
+    const dataError = (err: unknown) => String((err as { code?: string }).code ?? '').startsWith('22');
     if (this.store.appendMany) {
       try {
         await this.store.appendMany(appends);
-        return;
+        return [];
       } catch (err) {
-        // An event id already stored (a retry of a batch whose answer was lost): store stream by stream, each idempotently.
-        if ((err as { code?: string }).code !== '23505') throw err;
+        // An event id already stored (a retry of a batch whose answer was lost), or bad data: store stream by stream.
+        if ((err as { code?: string }).code !== '23505' && !dataError(err)) throw err;
       }
     }
-    for (const a of appends) await this.store.append(a.streamId, a.events, 'any');
+    const rejected: string[] = [];
+    for (const a of appends) {
+      try {
+        await this.store.append(a.streamId, a.events, 'any');
+      } catch (err) {
+        if (!dataError(err)) throw err;
+        rejected.push(a.streamId);
+      }
+    }
+    return rejected;
   }
 
   /** The credentials set's access rights pass to a device created on its topics (its creator already got full rights). */

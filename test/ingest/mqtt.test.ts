@@ -195,6 +195,27 @@ broker('when a payload is not a JSON object or too large, then it is acknowledge
   await c.endAsync();
 });
 
+broker('when a payload holds what the database cannot store, then only that device misses it, and the other messages of the batch are stored', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  const gateway = await deviceOf(t, GATEWAY);
+  // Sent together, so they share ingest batches.
+  await Promise.all([
+    publish(c, `${ROOT}/bad`, '{"nul":"a\\u0000b"}'),
+    publish(c, NODE, '{"surrogate":"\\ud800"}'),
+    publish(c, GATEWAY, { together: 1 }),
+  ]);
+  assert.ok(c.connected);
+  assert.is((await eventually(async () => {
+    const d = await deviceOf(t, GATEWAY);
+    return d.together === 1 ? d : undefined;
+  }))._id, gateway._id);
+  const node = await deviceOf(t, NODE);
+  assert.is(node.surrogate, undefined);
+  await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes('NUL')));
+  await eventually(async () => (await logsOf(t, node._id)).some((l) => l.message.includes('refused their content')));
+  await c.endAsync();
+});
+
 broker('when subscribing outside the own topics, then SUBACK 0x80; own output and push topics are granted', async ({ t, p }) => {
   const user = await givenUser(t, 'subscriber');
   const u = await connectMqtt(t, user.id, user.token);
