@@ -52,29 +52,20 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
   async function appendMany(appends: { streamId: string; events: NewEvent[] }[]): Promise<void> {
     const streams = appends.filter((a) => a.events.length > 0);
     if (streams.length === 0) return;
-    const flat = streams.flatMap((a) => a.events.map((e, i) => ({ streamId: a.streamId, e, ord: i + 1 })));
-    // One statement: claim every stream's revisions, then insert the events in the given order.
+    // One statement, the batch as one JSON parameter: claim every stream's revisions, then insert the events in the given order.
+    const events = streams.flatMap((a) => a.events.map((e, i) => ({ s: a.streamId, o: i + 1, id: e.id, type: e.type, data: e.data, meta: e.metadata }))).map((e, p) => ({ ...e, p }));
     await pool.query(
-      `WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS i(stream_id, n)),
+      `WITH input AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(stream_id text, n bigint)),
        claim AS (
          INSERT INTO es.streams AS s (stream_id, revision) SELECT stream_id, n - 1 FROM input ORDER BY stream_id
          ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision + EXCLUDED.revision + 1
          RETURNING s.stream_id, s.revision)
        INSERT INTO es.events (stream_id, revision, event_id, type, data, metadata)
-       SELECT e.stream_id, c.revision - i.n + e.ord, e.id, e.type, e.data::jsonb, e.meta::jsonb
-       FROM unnest($3::text[], $4::bigint[], $5::uuid[], $6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS e(stream_id, ord, id, type, data, meta, pos)
-       JOIN claim c ON c.stream_id = e.stream_id JOIN input i ON i.stream_id = e.stream_id
-       ORDER BY e.pos`,
-      [
-        streams.map((a) => a.streamId),
-        streams.map((a) => a.events.length),
-        flat.map((x) => x.streamId),
-        flat.map((x) => x.ord),
-        flat.map((x) => x.e.id),
-        flat.map((x) => x.e.type),
-        flat.map((x) => JSON.stringify(x.e.data)),
-        flat.map((x) => JSON.stringify(x.e.metadata)),
-      ],
+       SELECT e.s, c.revision - i.n + e.o, e.id, e.type, e.data, e.meta
+       FROM jsonb_to_recordset($2::jsonb) AS e(s text, o bigint, id uuid, type text, data jsonb, meta jsonb, p bigint)
+       JOIN claim c ON c.stream_id = e.s JOIN input i ON i.stream_id = e.s
+       ORDER BY e.p`,
+      [JSON.stringify(streams.map((a) => ({ stream_id: a.streamId, n: a.events.length }))), JSON.stringify(events)],
     );
     appended.emit('append');
   }
