@@ -5,7 +5,7 @@ import swaggerUi from 'swagger-ui-express';
 import type { Deps } from './deps.js';
 import { errorHandler } from './errors.js';
 import { authenticate, authorizeMethod } from './auth/middleware.js';
-import type { OpenApiDocument } from './openapi.js';
+import { operationMatcher, type OpenApiDocument, type Operation } from './openapi.js';
 import { NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
 
@@ -47,10 +47,12 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     res.status(ready ? 200 : 503).json({ status: ready ? 'ok' : 'starting', ...detail });
   });
 
-  // Authentication comes before body parsing and validation: an anonymous caller gets 401, never a verdict on its body.
+  // Authentication and the role check come before body parsing and validation: an anonymous caller gets 401 and a
+  // caller whose role does not allow the method gets 403 `Forbidden`, never a verdict on a body they may not send.
   const auth = authenticate(deps);
-  const isPublic = publicOperations(openapi);
-  app.use((req, res, next) => (isPublic(req.method, req.path) ? next() : auth(req, res, next)));
+  const operationOf = operationMatcher(openapi);
+  app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
+  app.use(authorizeMethod(deps, operationOf));
   app.use(express.json({ limit: JSON_LIMIT }));
 
   for (const parser of routes.parsers ?? []) app.use(parser);
@@ -66,8 +68,6 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     }),
   );
 
-  app.use(authorizeMethod(deps));
-
   for (const router of routes.routers) app.use(router);
 
   app.use((_req, _res, next) => next(new NotFoundError()));
@@ -75,16 +75,5 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   return app;
 }
 
-/** The operations the document marks `security: []`, as a matcher on method and path. */
-function publicOperations(openapi: OpenApiDocument): (method: string, path: string) => boolean {
-  const open: { method: string; pattern: RegExp }[] = [];
-  for (const [template, item] of Object.entries(openapi.paths)) {
-    for (const [method, operation] of Object.entries(item)) {
-      const security = (operation as { security?: unknown[] }).security;
-      if (!Array.isArray(security) || security.length > 0) continue;
-      const pattern = new RegExp('^' + template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '/?$');
-      open.push({ method: method.toUpperCase(), pattern });
-    }
-  }
-  return (method, path) => open.some((o) => o.method === method && o.pattern.test(path));
-}
+/** An operation the document marks `security: []`. */
+const isPublic = (operation: Operation | null): boolean => Array.isArray(operation?.spec.security) && operation.spec.security.length === 0;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ErrorRequestHandler } from 'express';
+import { NoResultError } from 'kysely';
 import {
   ConcurrencyError,
   ConflictError,
@@ -78,8 +79,13 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     message = err.message;
     if (err instanceof ConcurrencyError) message = 'The resource was changed by another request; read it again and retry';
   } else if (body?.type === 'entity.parse.failed') {
-    status = 400;
+    // A body that cannot be parsed fails validation like any other malformed body.
+    status = 422;
     message = 'ERR - body is not valid JSON';
+  } else if (err instanceof NoResultError) {
+    // A row that vanished between the object check and the read (deleted meanwhile, or an id of another kind of resource).
+    status = 404;
+    message = 'Not Found';
   } else if (body?.type === 'entity.too.large') {
     status = 413;
     message = `ERR - body is larger than ${body.limit} bytes`;

@@ -10,3 +10,33 @@ export type OpenApiDocument = {
 export function loadOpenApi(): OpenApiDocument {
   return parse(readFileSync(new URL('./openapi.yaml', import.meta.url), 'utf8')) as OpenApiDocument;
 }
+
+/** One operation of the document: its path template and its object (`x-resource`, `security`, …). */
+export interface Operation {
+  method: string;
+  template: string;
+  spec: Record<string, unknown>;
+}
+
+/**
+ * Finds the document's operation for a method and a concrete path, before
+ * any body is parsed or validated. Where templates overlap
+ * (`/api/iotnodes/claim` and `/api/iotnodes/{id}`), the one with more literal
+ * segments wins, as it does in the routers.
+ */
+export function operationMatcher(openapi: OpenApiDocument): (method: string, path: string) => Operation | null {
+  const byMethod = new Map<string, { pattern: RegExp; literals: number; operation: Operation }[]>();
+  for (const [template, item] of Object.entries(openapi.paths)) {
+    const pattern = new RegExp('^' + template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '/?$');
+    const literals = template.split('/').filter((s) => s && !s.startsWith('{')).length;
+    for (const [method, spec] of Object.entries(item)) {
+      if (typeof spec !== 'object' || spec === null) continue;
+      const key = method.toUpperCase();
+      const list = byMethod.get(key) ?? [];
+      list.push({ pattern, literals, operation: { method: key, template, spec: spec as Record<string, unknown> } });
+      byMethod.set(key, list);
+    }
+  }
+  for (const list of byMethod.values()) list.sort((a, b) => b.literals - a.literals);
+  return (method, path) => byMethod.get(method.toUpperCase())?.find((o) => o.pattern.test(path))?.operation ?? null;
+}

@@ -25,6 +25,25 @@ roles('given a viewer, when it reads usergroups, then 200; when it creates one, 
   }
 });
 
+roles('given a role without the method, when it sends a body that would fail validation, then 403 Forbidden, not a verdict on the body', async ({ t }) => {
+  const viewer = await givenUser(t, 'nosy-viewer', { attributes: { roles: ['viewerFull'] } });
+  const editor = await givenUser(t, 'nosy-editor', { attributes: { roles: ['editor'] } });
+  const before = await eventCount(t);
+  for (const [who, method, path, body] of [
+    [viewer, 'POST', '/api/dashboards', {}],
+    [viewer, 'POST', '/api/usergroups', { name: 'x', unknown: true }],
+    [editor, 'POST', '/api/dashboards', { widgets: 'not a list' }],
+    [editor, 'DELETE', '/api/dashboards/not-an-id', undefined],
+  ] as const) {
+    const res = await t.call(method, path, { token: who.token, body });
+    assert.is(res.status, 403, `${method} ${path}: ${res.status} ${res.text}`);
+    assert.is(res.text, 'Forbidden');
+  }
+  const raw = await t.call('POST', '/api/dashboards', { token: viewer.token, raw: '{"name": ' });
+  assert.is(raw.status, 403, 'an unparseable body is not read before the role check');
+  assert.is(await eventCount(t), before);
+});
+
 roles('given a user without roles, then it is a viewerBasic', async ({ t }) => {
   const plain = await givenUser(t, 'plain');
   assert.is((await t.call('GET', '/api/roles', { token: plain.token })).status, 200);

@@ -40,9 +40,9 @@ api('when the login body misses a field, then 422 names it', async ({ t }) => {
   assert.match(res.text, /password/);
 });
 
-api('when the body is malformed JSON, then 400 and no 500', async ({ t }) => {
+api('when the body is malformed JSON, then 422 and no 500', async ({ t }) => {
   const res = await t.call('POST', '/api/auth/local', { token: null, raw: '{"username": ' });
-  assert.is(res.status, 400);
+  assert.is(res.status, 422);
   assert.match(res.text, /^ERR - /);
 });
 

@@ -328,7 +328,7 @@ api('when a body is malformed or of the wrong types, then 4xx with ERR and nothi
     assert.match(res.text, /^ERR - /);
   }
   const broken = await t.call('POST', '/api/dashboards', { raw: '{"name": "x", "widgets": [' });
-  assert.is(broken.status, 400);
+  assert.is(broken.status, 422);
   assert.is(await eventCount(t), before);
 });
 
