@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
 import type { NewEvent } from '../domain/shared/events.js';
 import { newResourceId } from '../domain/shared/ids.js';
-import { handle, toNewEvent } from '../domain/shared/decider.js';
+import { toNewEvent } from '../domain/shared/decider.js';
 import { deviceStream, mqttRegistration, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import { accessDecider, accessStream } from '../domain/access/rights.js';
 import type { Scope } from '../domain/access/scopes.js';
@@ -197,6 +197,7 @@ export class IngestPipeline {
 
     let rejected: string[];
     try {
+      await this.addPassedRights(created, streams);
       rejected = await this.append(streams);
     } catch (err) {
       this.log.error({ err, messages: batch.length }, 'ingest batch failed; publishers are disconnected and will send again');
@@ -223,7 +224,6 @@ export class IngestPipeline {
     for (const m of acked) m.done(null);
     // aedes writes the PUBACKs as the callbacks run; they leave together when the connections are uncorked.
     if (conns.size) setTimeout(() => { for (const c of conns) c.uncork(); }, 0);
-    for (const c of created) if (!rejected.includes(deviceStream(c.deviceId))) void this.passRights(c.deviceId, c.setId, c.createdBy);
   }
 
   /**
@@ -246,6 +246,8 @@ export class IngestPipeline {
     }
     const rejected: string[] = [];
     for (const a of appends) {
+      // The rights passed to a new device go only with the device itself.
+      if (a.streamId.startsWith(accessStream('')) && rejected.includes(deviceStream(a.streamId.slice(accessStream('').length)))) continue;
       try {
         await this.store.append(a.streamId, a.events, 'any');
       } catch (err) {
@@ -256,24 +258,38 @@ export class IngestPipeline {
     return rejected;
   }
 
-  /** The credentials set's access rights pass to a device created on its topics (its creator already got full rights). */
-  private async passRights(deviceId: string, setId: string, createdBy: string): Promise<void> {
-    try {
-      const records = await this.db.selectFrom('access_rights').selectAll().where('resource_id', '=', setId).execute();
-      const now = new Date().toISOString();
+  /**
+   * The credentials set's access rights pass to a device created on its
+   * topics (its creator already gets full rights from the registration). The
+   * grants join the batch's append, so they are stored atomically with the
+   * device's `DeviceRegistered`: a PUBACK means both are there, and a crash
+   * can lose neither. The set's rights are read from the read model, which
+   * REST grants wait for before they answer.
+   */
+  private async addPassedRights(created: { deviceId: string; setId: string; createdBy: string }[], streams: Map<string, NewEvent[]>): Promise<void> {
+    if (created.length === 0) return;
+    const records = await this.db
+      .selectFrom('access_rights')
+      .select(['resource_id', 'subject_type', 'subject_id', 'scope'])
+      .where('resource_id', 'in', [...new Set(created.map((c) => c.setId))])
+      .orderBy('subject_type')
+      .orderBy('subject_id')
+      .execute();
+    for (const c of created) {
+      const registered = streams.get(deviceStream(c.deviceId))![0]!;
+      const now = registered.metadata.time;
+      const context = { actor: `credentials:${c.setId}`, correlationId: registered.metadata.correlationId, causationId: registered.id, now };
+      const grants: NewEvent[] = [];
       for (const r of records) {
-        if (r.subject_type === 'user' && r.subject_id === createdBy) continue;
-        await handle(
-          this.store,
-          accessStream(deviceId),
-          accessDecider,
-          { type: 'Grant', resourceType: 'device', resourceId: deviceId, subjectType: r.subject_type, subjectId: r.subject_id, scope: r.scope as Scope[], at: now },
-          { actor: `credentials:${setId}`, correlationId: `device:${deviceId}`, now },
-          { retries: 5 },
-        );
+        if (r.resource_id !== c.setId || (r.subject_type === 'user' && r.subject_id === c.createdBy)) continue;
+        const command = { type: 'Grant' as const, resourceType: 'device', resourceId: c.deviceId, subjectType: r.subject_type, subjectId: r.subject_id, scope: r.scope as Scope[], at: now };
+        try {
+          for (const event of accessDecider.decide(command, accessDecider.initialState())) grants.push(toNewEvent(event, context));
+        } catch (err) {
+          this.log.error({ err, deviceId: c.deviceId, setId: c.setId, subjectId: r.subject_id }, 'a right of the credentials set could not pass to its new device');
+        }
       }
-    } catch (err) {
-      this.log.error({ err, deviceId, setId }, 'passing the credentials set rights to a new device failed');
+      if (grants.length) streams.set(accessStream(c.deviceId), grants);
     }
   }
 }
