@@ -49,6 +49,9 @@ export interface Platform {
   stop(): Promise<void>;
 }
 
+/** Request headers cap: above Node's 16 KiB default so a geoquery at its position cap fits. */
+export const MAX_HEADER_BYTES = 64 * 1024;
+
 // The bigint read-model columns (revisions, counts) fit in a JS number.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
@@ -72,62 +75,79 @@ function jwtSecret(config: Config): string {
 
 /** The composition root: every dependency is built and wired here, once. */
 export async function startPlatform(config: Config, log: Logger): Promise<Platform> {
-  const database = openDatabase(config, log);
-  const pool = new pg.Pool({ connectionString: database.url, max: 20 });
-  pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
-  await migrateToLatest(db);
-
-  const store: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
-  // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
-  // One translator sandbox per process; its index follows uploads and device preferences inside the projection runner.
-  const sandbox = createSandbox();
-  const translation = new Translation(store, db, sandbox, log);
-  await translation.load();
-  const ingest = await createIngest(store, db, log, { decoder: translation });
-  const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection], log);
-  await projections.start();
-
-  const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config) };
-  await bootstrapAdmin(deps);
-
-  const app = createApp(deps, loadOpenApi(), {
-    parsers: [imageUploadParser()],
-    routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps, (topic, message) => ingest.broker ? ingest.broker.publish(topic, message, 1) : Promise.reject(new Error('the MQTT broker is not running'))), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
-    health: async () => {
-      const dbUp = await sql`SELECT 1`.execute(db).then(() => true, () => false);
-      const ready = dbUp && projections.healthy;
-      return { ready, detail: { database: dbUp, eventStore: store.kind, projections: projections.healthy } };
-    },
-  });
-
-  const server: Server = createServer(app);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, () => resolve());
-  });
-  const httpPort = (server.address() as AddressInfo).port;
-  const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
-  const tracking = new GeofenceTracking(deps);
-  await tracking.start();
-  log.info({ port: httpPort }, 'HTTP listening');
-
-  return {
-    deps,
-    httpPort,
-    mqttPort: broker.port,
-    translation,
-    async stop() {
-      await tracking.stop();
-      await ingest.stop();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await projections.stop();
-      sandbox.dispose();
-      await store.close();
-      await db.destroy();
-      database.cluster?.stop();
-    },
+  // What has started, to be stopped in reverse order: on stop(), or at once when a later step of start fails,
+  // so a failed start never leaves a private cluster or a port behind.
+  const started: (() => unknown)[] = [];
+  const stopAll = async () => {
+    for (const stop of started.splice(0).reverse()) {
+      try {
+        await stop();
+      } catch (err) {
+        log.error({ err }, 'stopping a part of the platform failed');
+      }
+    }
   };
+  try {
+    const database = openDatabase(config, log);
+    started.push(() => database.cluster?.stop());
+    const pool = new pg.Pool({ connectionString: database.url, max: 20 });
+    pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    started.push(() => db.destroy());
+    await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
+    await migrateToLatest(db);
+
+    const store: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+    started.push(() => store.close());
+    // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
+    // One translator sandbox per process; its index follows uploads and device preferences inside the projection runner.
+    const sandbox = createSandbox();
+    started.push(() => sandbox.dispose());
+    const translation = new Translation(store, db, sandbox, log);
+    await translation.load();
+    const ingest = await createIngest(store, db, log, { decoder: translation });
+    const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection], log);
+    started.push(() => projections.stop());
+    await projections.start();
+
+    const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config) };
+    await bootstrapAdmin(deps);
+
+    const app = createApp(deps, loadOpenApi(), {
+      parsers: [imageUploadParser()],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps, (topic, message) => ingest.broker ? ingest.broker.publish(topic, message, 1) : Promise.reject(new Error('the MQTT broker is not running'))), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      health: async () => {
+        const [dbUp, storeUp] = await Promise.all([
+          sql`SELECT 1`.execute(db).then(() => true, () => false),
+          // The PostgreSQL store lives in the same database; EventStoreDB is a server of its own.
+          store.kind === 'postgres' ? Promise.resolve(true) : store.readAll({ limit: 1 }).then(() => true, () => false),
+        ]);
+        const ready = dbUp && storeUp && projections.healthy;
+        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy } };
+      },
+    });
+
+    // 64 KiB of headers: a geoquery ring of 1,000 positions (the documented cap) fits in the query string.
+    const server: Server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, app);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, () => resolve());
+    });
+    started.push(() => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    });
+    started.push(() => ingest.stop());
+    const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
+    const tracking = new GeofenceTracking(deps);
+    started.push(() => tracking.stop());
+    await tracking.start();
+    const httpPort = (server.address() as AddressInfo).port;
+    log.info({ port: httpPort }, 'HTTP listening');
+
+    return { deps, httpPort, mqttPort: broker.port, translation, stop: stopAll };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
 }
