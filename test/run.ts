@@ -2,7 +2,10 @@
  * The test runner: starts one throw-away PostgreSQL cluster with PostGIS for the
  * whole run, loads every `*.test.ts` under test/ (or those whose path contains
  * one of the arguments) into uvu, runs them, and ends with the line
- * `N passed, N failed, N skipped`.
+ * `N passed, N failed, N skipped`, whatever went wrong on the way: a file that
+ * throws on import, a suite that throws out of uvu, an unhandled rejection or
+ * an uncaught exception each count as a failure, with their error printed.
+ * The exit code is non-zero unless something ran and nothing failed.
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -28,33 +31,84 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-const cluster = await startTestCluster();
-let summary = '';
-const write = process.stdout.write.bind(process.stdout);
+/** Counted here, from each suite's own result, so the closing line never depends on uvu finishing its report. */
+const tally = { total: 0, passed: 0, skipped: 0, broken: 0 };
+
+function report(what: string, error: unknown): void {
+  tally.broken++;
+  const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+  console.error(`\n  FAIL ${what}\n    ${text.split('\n').join('\n    ')}\n`);
+}
+
+let cluster: { stop(): Promise<void> } | null = null;
+let finished = false;
+
+async function finish(): Promise<never> {
+  if (!finished) {
+    finished = true;
+    try {
+      await cluster?.stop();
+    } catch (error) {
+      report('stopping the test cluster', error);
+    }
+  }
+  const failed = tally.total - tally.passed + tally.broken;
+  console.log(`${tally.passed} passed, ${failed} failed, ${tally.skipped} skipped`);
+  process.exit(failed > 0 || tally.total === 0 ? 1 : 0);
+}
+
+process.on('unhandledRejection', (reason) => report('unhandled promise rejection', reason));
+process.on('uncaughtException', (error) => {
+  report('uncaught exception', error);
+  void finish();
+});
+
+type SuiteRun = () => Promise<[true | string, number, number, number]>;
+type QueueEntry = [string | null, ...SuiteRun[]];
+
+/** Wraps each queued suite so that one throwing out of uvu is counted and reported, and the run goes on. */
+function guard(entry: QueueEntry): void {
+  const file = entry[0];
+  for (let i = 1; i < entry.length; i++) {
+    const run = entry[i] as SuiteRun;
+    entry[i] = async () => {
+      try {
+        const result = await run();
+        const [errors, passed, skipped, total] = result;
+        tally.total += total;
+        tally.passed += passed;
+        tally.skipped += skipped;
+        // uvu drops an error thrown by a `before` hook; the tests it kept from running are failures, named here.
+        if (errors === true && passed < total) console.error(`\n  ${file}: ${total - passed} test(s) did not run; a before hook threw\n`);
+        return result;
+      } catch (error) {
+        report(`a suite in ${file} threw out of the test runner`, error);
+        return [true, 0, 0, 0];
+      }
+    };
+  }
+}
+
 try {
+  cluster = await startTestCluster();
   (globalThis as any).UVU_DEFER = 1;
   (globalThis as any).UVU_QUEUE = [];
   const uvu = await import('uvu');
   for (const [index, file] of files.entries()) {
-    (globalThis as any).UVU_QUEUE.push([relative(root, file)]);
+    const name = relative(root, file);
+    (globalThis as any).UVU_QUEUE.push([name]);
     (globalThis as any).UVU_INDEX = index;
-    await import(pathToFileURL(file).href);
+    try {
+      await import(pathToFileURL(file).href);
+    } catch (error) {
+      report(`${name} could not be loaded`, error);
+    }
   }
-  // uvu prints its own totals; keep a copy to turn into the closing line.
-  process.stdout.write = ((chunk: any, ...rest: any[]) => {
-    summary += String(chunk);
-    return write(chunk, ...rest);
-  }) as typeof process.stdout.write;
+  for (const entry of (globalThis as any).UVU_QUEUE as QueueEntry[]) guard(entry);
   await uvu.exec();
-} finally {
-  process.stdout.write = write;
-  await cluster.stop();
+} catch (error) {
+  report('the test run', error);
 }
-
-const plain = summary.replace(/\x1b\[[0-9;]*m/g, '');
-const count = (label: string) => Number(plain.match(new RegExp(`${label}:\\s+(\\d+)`))?.[1] ?? 0);
-const total = count('Total');
-const passed = count('Passed');
-const skipped = count('Skipped');
-console.log(`${passed} passed, ${total - passed} failed, ${skipped} skipped`);
-process.exit(total - passed > 0 || total === 0 ? 1 : 0);
+// Let a rejection left unhandled by the last test surface before counting.
+await new Promise((resolve) => setTimeout(resolve, 10));
+await finish();
