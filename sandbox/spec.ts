@@ -7,28 +7,33 @@ export const FIELD_TYPES = ['string', 'number', 'boolean', 'date', 'object', 'ar
 export type FieldType = (typeof FIELD_TYPES)[number];
 
 /**
- * Units a measurement may declare: SI symbols and the few derived or customary
- * ones devices report everywhere. `''` is for dimensionless values. Only these
- * exact spellings pass, so one quantity never shows up under two units
- * (`°C` not `℃` or `C`, `m³` not `m3`); conversions belong in the translator
- * (hPa x100 to Pa, mV /1000 to V).
+ * Units a measurement may declare: one symbol per kind of quantity, so one
+ * quantity never shows up under two units (`m`, never `mm` as well; `°C`,
+ * never `K`; `kWh`, never `Wh` or `J`), and only these exact spellings pass
+ * (`°C` not `℃` or `C`, `m³` not `m3`). Conversions belong in the translator
+ * (hPa x100 to Pa, mV /1000 to V, g /1000 to kg, l /1000 to m³, Wh /1000 to
+ * kWh). `''` is for dimensionless values (counts, indices, plain ratios).
+ * Kinds that look alike but are different quantities keep their own symbol:
+ * real, apparent and reactive power (`W`, `VA`, `var`); a level ratio and an
+ * absolute power level (`dB`, `dBm`); fractions in percent and in parts per
+ * million (`%` for humidity or battery level, `ppm` for gas concentrations).
  */
 export const UNITS = [
   '',
-  // electrical
-  'V', 'A', 'W', 'Wh', 'kWh', 'VA', 'var', 'Ω', 'J',
+  // electrical: voltage, current, real/apparent/reactive power, energy, resistance
+  'V', 'A', 'W', 'VA', 'var', 'kWh', 'Ω',
   // pressure, length, speed, acceleration, angle
-  'Pa', 'm', 'mm', 'm/s', 'm/s²', '°', 'rad',
+  'Pa', 'm', 'm/s', 'm/s²', '°',
   // temperature
-  '°C', 'K',
-  // ratios and concentrations
-  '%', 'ppm', 'ppb', 'µg/m³',
+  '°C',
+  // fractions and concentrations
+  '%', 'ppm', 'µg/m³',
   // time and frequency
   's', 'Hz',
-  // light, sound, radio, irradiance
+  // light, sound and radio levels, irradiance
   'lx', 'dB', 'dBm', 'W/m²',
   // mass and volume
-  'kg', 'g', 'm³', 'l',
+  'kg', 'm³',
 ] as const;
 export type Unit = (typeof UNITS)[number];
 

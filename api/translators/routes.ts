@@ -38,8 +38,8 @@ async function checkCode(sandbox: Sandbox, code: string): Promise<void> {
     await sandbox.compile(code);
   } catch (error) {
     if (!isTranslatorError(error)) throw error;
-    const where = error.line !== undefined ? ` (line ${error.line}${error.column !== undefined ? `, column ${error.column}` : ''})` : '';
-    throw ValidationError.field('code', `${error.message}${where}`);
+    // The sandbox's message already ends with the line and column.
+    throw ValidationError.field('code', error.message);
   }
 }
 
@@ -52,10 +52,13 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
   const router = Router();
 
   router.get('/api/translators', async (req, res) => {
-    const q = req.query as { name?: string; deviceModelName?: string };
+    // `match.deviceModelName=x` arrives as a key with a dot, `match[deviceModelName]=x` as a nested object.
+    const q = req.query as { name?: string; deviceModelName?: string; 'match.deviceModelName'?: string; match?: { deviceModelName?: string } };
     let query = deps.db.selectFrom('translators').selectAll();
     if (q.name !== undefined) query = query.where('name', '=', q.name);
-    if (q.deviceModelName !== undefined) query = query.where('device_model_name', '=', q.deviceModelName);
+    for (const model of [q.deviceModelName, q['match.deviceModelName'], q.match?.deviceModelName]) {
+      if (model !== undefined) query = query.where('device_model_name', '=', model);
+    }
     const rows = await query.orderBy('name').orderBy('major', 'desc').orderBy('minor', 'desc').orderBy('patch', 'desc').orderBy('prerelease').orderBy('version', 'desc').execute();
     res.json(rows.map((r) => present(r, false)));
   });

@@ -135,29 +135,54 @@ function versionOf(text: string): SemVer {
 }
 
 /**
- * The versioning rule, against the highest version of the same name below the
- * new one: the major version is raised if and only if the data model changes.
+ * The versioning rule: the major version is raised if and only if the data
+ * model changes. A version is checked against both its neighbours, since a
+ * version can be uploaded below one that exists (a late patch of an older
+ * line, or an older release uploaded after a newer one):
+ * - against the highest version below it, as a release following that one;
+ * - against the lowest version above it, as the release that one follows:
+ *   with the same major version its spec must be identical, with a higher
+ *   major version it must differ.
  */
 function checkVersioning(state: TranslatorState, version: SemVer, spec: TranslatorSpec): void {
   let previous: Version | undefined;
+  let next: Version | undefined;
   for (const v of state.versions) {
-    if (compareSemver(v.version, version) < 0 && (!previous || compareSemver(v.version, previous.version) > 0)) previous = v;
+    const order = compareSemver(v.version, version);
+    if (order < 0 && (!previous || compareSemver(v.version, previous.version) > 0)) previous = v;
+    if (order > 0 && (!next || compareSemver(v.version, next.version) < 0)) next = v;
   }
-  if (!previous) return;
-  const majorRaised = version.major > previous.version.major;
-  const changes = specChanges(previous.spec, spec);
-  const first = changes[0];
-  if (first && !majorRaised) {
-    throw ValidationError.field(
-      `spec.${first.field}`,
-      `${first.why} compared to version ${previous.version.text}, which changes the data model: raise the major version (upload it as ${previous.version.major + 1}.0.0)`,
-    );
+  if (previous) {
+    const majorRaised = version.major > previous.version.major;
+    const first = specChanges(previous.spec, spec)[0];
+    if (first && !majorRaised) {
+      throw ValidationError.field(
+        `spec.${first.field}`,
+        `${first.why} compared to version ${previous.version.text}, which changes the data model: raise the major version (upload it as ${previous.version.major + 1}.0.0)`,
+      );
+    }
+    if (!first && majorRaised) {
+      throw ValidationError.field(
+        'version',
+        `raises the major version over ${previous.version.text} but the spec is unchanged: raise the major version only when the data model changes (upload it as ${previous.version.major}.${previous.version.minor + 1}.0)`,
+      );
+    }
   }
-  if (!first && majorRaised) {
-    throw ValidationError.field(
-      'version',
-      `raises the major version over ${previous.version.text} but the spec is unchanged: raise the major version only when the data model changes (upload it as ${previous.version.major}.${previous.version.minor + 1}.0)`,
-    );
+  if (next) {
+    const majorRaised = next.version.major > version.major;
+    const first = specChanges(next.spec, spec)[0];
+    if (first && !majorRaised) {
+      throw ValidationError.field(
+        `spec.${first.field}`,
+        `${first.why} compared to version ${next.version.text}, a later version of the same major version: versions that share a major version share one data model`,
+      );
+    }
+    if (!first && majorRaised) {
+      throw ValidationError.field(
+        'version',
+        `is below ${next.version.text}, which raises the major version over it, but has the same spec: the major version is raised only when the data model changes (upload it as a ${next.version.major}.x version)`,
+      );
+    }
   }
 }
 

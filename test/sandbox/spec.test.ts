@@ -39,6 +39,19 @@ specCheck('given units that are not accepted SI symbols, when checked, then each
   assert.match(issues[1]!.problem, "unit 'hPa'");
 });
 
+specCheck('given a second unit for a kind of quantity that already has one, when checked, then it is refused (conversions belong in the translator)', () => {
+  const accepted = { distance: 'm', temperature: '°C', energy: 'kWh', mass: 'kg', volume: 'm³', heading: '°', co2: 'ppm' };
+  for (const [quantity, unit] of Object.entries(accepted)) {
+    assert.equal(checkSpec({ [quantity]: { type: 'number', unit, quantity } }), [], unit);
+  }
+  const refused = { distance: 'mm', temperature: 'K', energy: 'Wh', work: 'J', mass: 'g', volume: 'l', heading: 'rad', voc: 'ppb' };
+  for (const [quantity, unit] of Object.entries(refused)) {
+    const issues = checkSpec({ [quantity]: { type: 'number', unit, quantity } });
+    assert.is(issues.length, 1, unit);
+    assert.match(issues[0]!.problem, `has unit '${unit}', which is not an accepted SI symbol`);
+  }
+});
+
 specCheck('given a unit on a non-number, when checked, then it is refused', () => {
   assert.equal(checkSpec({ doorOpen: { type: 'boolean', unit: '', quantity: 'doorOpen' } }), []);
   assert.equal(checkSpec({ doorOpen: { type: 'boolean', unit: '%', quantity: 'doorOpen' } }).length, 1);

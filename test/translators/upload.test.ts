@@ -51,6 +51,23 @@ upload('when translators are listed, then name and deviceModelName filter exactl
   assert.equal(none.body, []);
 });
 
+upload('when translators are listed by match.deviceModelName, then the dotted and the bracket forms filter exactly; an unknown match key is 422', async ({ t }) => {
+  await givenTranslator(t, { name: 'match-a', match: { deviceModelName: 'model-m' } });
+  await givenTranslator(t, { name: 'match-b', match: { deviceModelName: 'model-n' } });
+  const dotted = await t.call('GET', '/api/translators?match.deviceModelName=model-m');
+  assert.is(dotted.status, 200, dotted.text);
+  assert.equal(dotted.body.map((x: any) => x.name), ['match-a']);
+  const bracket = await t.call('GET', '/api/translators?match[deviceModelName]=model-n');
+  assert.is(bracket.status, 200, bracket.text);
+  assert.equal(bracket.body.map((x: any) => x.name), ['match-b']);
+  const both = await t.call('GET', '/api/translators?name=match-a&match.deviceModelName=model-n');
+  assert.equal(both.body, [], 'filters combine with AND');
+  assert.equal((await t.call('GET', '/api/translators?match.deviceModelName=model')).body, []);
+  const unknown = await t.call('GET', '/api/translators?match[firmware]=2');
+  assert.is(unknown.status, 422, unknown.text);
+  assert.is((await t.call('GET', '/api/translators?deviceModelNames=model-m')).status, 422);
+});
+
 upload('when any user reads the catalogue, then it is shared; uploading and deleting need the role (admins by default)', async ({ t }) => {
   const viewer = await givenUser(t, 'tr-viewer');
   const created = await givenTranslator(t, { name: 'shared-one' });
@@ -73,8 +90,12 @@ upload('when the code never defines translate, then 422 says so', async ({ t }) 
   await refused(t, { name: 'no-translate', code: 'function decode() { return {}; }' }, 422, /^ERR - code .*translate/);
 });
 
-upload('when the code has a syntax error, then 422 gives the error and its line', async ({ t }) => {
-  await refused(t, { name: 'broken', code: 'function translate() {\n  return {\n    result: { temperature: 1 ;\n  };\n}' }, 422, /^ERR - code .*line 3/);
+upload('when the code has a syntax error, then 422 gives the error with its line and column, once', async ({ t }) => {
+  const before = await eventCount(t);
+  const res = await post(t, { name: 'broken', code: 'function translate() {\n  return {\n    result: { temperature: 1 ;\n  };\n}' });
+  assert.is(res.status, 422, res.text);
+  assert.is(res.text, "ERR - code SyntaxError: expecting '}' (line 3, column 30)");
+  assert.is(await eventCount(t), before, 'a refused upload stores nothing');
 });
 
 upload('when the code loops forever at its top level, then 422 and the platform keeps serving', async ({ t }) => {
@@ -85,6 +106,7 @@ upload('when the code loops forever at its top level, then 422 and the platform 
 upload('when the spec has an unknown type, a non-SI unit, a unit on a string, or a name that is not flat lowerCamelCase, then 422 names the field', async ({ t }) => {
   await refused(t, { name: 'bad-type', spec: { temperature: 'float' } }, 422, /^ERR - spec\.temperature has unknown type 'float'/);
   await refused(t, { name: 'bad-unit', spec: { pressure: { type: 'number', unit: 'hPa', quantity: 'pressure' } } }, 422, /^ERR - spec\.pressure has unit 'hPa'/);
+  await refused(t, { name: 'kelvin', spec: { temperature: { type: 'number', unit: 'K', quantity: 'temperature' } } }, 422, /^ERR - spec\.temperature has unit 'K', which is not an accepted SI symbol/);
   await refused(t, { name: 'unit-string', spec: { state: { type: 'string', unit: 'V', quantity: 'state' } } }, 422, /^ERR - spec\.state .*only numbers carry units/);
   await refused(t, { name: 'snake-case', spec: { battery_voltage: 'number' } }, 422, /^ERR - spec\.battery_voltage is not a flat lowerCamelCase name/);
   await refused(t, { name: 'reserved-field', spec: { secret: 'string' } }, 422, /^ERR - spec\.secret is reserved/);
@@ -117,7 +139,7 @@ upload('versioning: when a minor or patch release changes the data model, then 4
   await refused(t, { name: 'versioned', version: '1.1.0', spec: { ...climateSensor.spec, co2: { type: 'number', unit: 'ppm', quantity: 'co2' } } }, 422, /^ERR - spec\.co2 was added compared to version 1\.0\.0.*raise the major version/);
   await refused(t, { name: 'versioned', version: '1.0.1', spec: { temperature, relativeHumidity } }, 422, /^ERR - spec\.batteryVoltage was removed or renamed/);
   await refused(t, { name: 'versioned', version: '1.1.0', spec: { temperature, relativeHumidity, battery: batteryVoltage } }, 422, /^ERR - spec\.batteryVoltage was removed or renamed/);
-  await refused(t, { name: 'versioned', version: '1.1.0', spec: { ...climateSensor.spec, temperature: { type: 'number', unit: 'K', quantity: 'temperature' } } }, 422, /^ERR - spec\.temperature changed its unit from '°C' to 'K'/);
+  await refused(t, { name: 'versioned', version: '1.1.0', spec: { ...climateSensor.spec, temperature: { type: 'number', unit: '', quantity: 'temperature' } } }, 422, /^ERR - spec\.temperature changed its unit from '°C' to ''/);
   await refused(t, { name: 'versioned', version: '1.1.0', spec: { ...climateSensor.spec, relativeHumidity: 'string' } }, 422, /^ERR - spec\.relativeHumidity changed its type from number to string/);
 });
 
@@ -128,6 +150,29 @@ upload('versioning: when the major version is raised with an identical spec, the
   await givenTranslator(t, { name: 'major', version: '2.0.0', spec: { ...climateSensor.spec, co2: { type: 'number', unit: 'ppm', quantity: 'co2' } } });
   // A late patch of the 1.x line is compared with 1.1.0, the highest version below it.
   await givenTranslator(t, { name: 'major', version: '1.1.1' });
+});
+
+upload('versioning: when a version is uploaded below an existing one, then it is also checked against the lowest version above it', async ({ t }) => {
+  const specA = climateSensor.spec;
+  const specB = { ...specA, co2: { type: 'number', unit: 'ppm', quantity: 'co2' } };
+  const specC = { ...specA, pressure: { type: 'number', unit: 'Pa', quantity: 'airPressure' } };
+  await givenTranslator(t, { name: 'gaps', version: '1.0.0', spec: specA });
+  await givenTranslator(t, { name: 'gaps', version: '3.0.0', spec: specC });
+  // 2.0.0 → 3.0.0 would raise the major version with an unchanged data model.
+  await refused(t, { name: 'gaps', version: '2.0.0', spec: specC }, 422, /^ERR - version is below 3\.0\.0, which raises the major version over it, but has the same spec/);
+  // 0.9.0 → 1.0.0 is a major raise, so 1.0.0's spec must differ from 0.9.0's.
+  await refused(t, { name: 'gaps', version: '0.9.0', spec: specA }, 422, /^ERR - version is below 1\.0\.0, which raises the major version over it, but has the same spec/);
+  await givenTranslator(t, { name: 'gaps', version: '0.9.0', spec: specB });
+  await givenTranslator(t, { name: 'gaps', version: '2.0.0', spec: specB });
+  assert.equal((await t.call('GET', '/api/translators?name=gaps')).body.map((x: any) => x.version), ['3.0.0', '2.0.0', '1.0.0', '0.9.0']);
+});
+
+upload('versioning: when a version is uploaded below a later one of the same major version with another spec, then 422 names the field', async ({ t }) => {
+  const { temperature, relativeHumidity } = climateSensor.spec;
+  await givenTranslator(t, { name: 'same-major', version: '1.2.0' });
+  await refused(t, { name: 'same-major', version: '1.1.0', spec: { temperature, relativeHumidity } }, 422, /^ERR - spec\.batteryVoltage was removed or renamed compared to version 1\.2\.0, a later version of the same major version/);
+  await refused(t, { name: 'same-major', version: '1.0.0', spec: { ...climateSensor.spec, relativeHumidity: 'number' } }, 422, /^ERR - spec\.relativeHumidity changed its unit from '%' to none compared to version 1\.2\.0/);
+  await givenTranslator(t, { name: 'same-major', version: '1.1.0' });
 });
 
 upload('when a translator version is in use by a device, then DELETE is 409; once unused, then 204 and it is gone', async ({ t }) => {
