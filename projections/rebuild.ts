@@ -2,6 +2,8 @@
  * `npm run rebuild`: empties every read model and replays every event.
  * Stop the platform first; a running platform keeps its own checkpoint in memory.
  */
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { Kysely, PostgresDialect } from 'kysely';
 import { pino, type Logger } from 'pino';
@@ -22,7 +24,18 @@ export async function rebuild(store: EventStore, db: Kysely<Database>, log: Logg
   await runner.catchUp();
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+/** True when this file is the program being run (`tsx projections/rebuild.ts`), whatever spaces or symlinks its path holds. */
+const isMain = (): boolean => {
+  const entry = process.argv[1];
+  if (!entry) return false;
+  try {
+    return import.meta.url === pathToFileURL(realpathSync(entry)).href;
+  } catch {
+    return false;
+  }
+};
+
+if (isMain()) {
   const config = loadConfig();
   const log = pino({ level: config.logLevel });
   const database = openDatabase(config, log);
