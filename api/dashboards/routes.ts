@@ -9,6 +9,7 @@ import { compileTemplateRules, type TemplateRules } from './rules.js';
 import { fullView, placesView, widgetView } from './view.js';
 import {
   HEADER_FIELDS,
+  checkPlace,
   dashboardDecider,
   dashboardStream,
   type ActiveDashboard,
@@ -134,12 +135,13 @@ export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTempla
     return row;
   }
 
-  const newWidget = (body: WidgetCreateBody, path: string): Widget => ({
-    id: newResourceId(),
-    ...placeOf(body.template, { x: body.x, y: body.y, width: body.width, height: body.height }),
-    template: body.template,
-    settings: rules.forWrite(body.template, body.settings ?? {}, path),
-  });
+  /** A new widget, its place checked before its settings; `path` is where it sits in the request (`widgets.3`, or empty). */
+  const newWidget = (body: WidgetCreateBody, path: string): Widget => {
+    const place = placeOf(body.template, { x: body.x, y: body.y, width: body.width, height: body.height });
+    checkPlace(place, path);
+    const settings = rules.forWrite(body.template, body.settings ?? {}, path ? `${path}.settings` : 'settings');
+    return { id: newResourceId(), ...place, template: body.template, settings };
+  };
 
   router.get('/api/dashboards', async (req, res) => {
     const rows = await deps.db
@@ -155,8 +157,9 @@ export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTempla
   router.post('/api/dashboards', async (req, res) => {
     const principal = principalOf(req);
     const body = req.body as DashboardCreateBody;
-    // Every widget is checked before anything is written: an import is all or nothing.
-    const widgets = (body.widgets ?? []).map((w, i) => newWidget(w, `widgets.${i}.settings`));
+    // Every widget is checked, in order and each place before its settings, before anything is written:
+    // the 422 names the first failing field, and an import is all or nothing.
+    const widgets = (body.widgets ?? []).map((w, i) => newWidget(w, `widgets.${i}`));
     const id = newResourceId();
     const context = requestContext(deps, req);
     const header = { ...pickHeader(body), name: body.name };
@@ -239,7 +242,7 @@ export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTempla
     await requireAccess(deps, principalOf(req), id, 'write', 'Dashboard not found');
     const body = req.body as WidgetAddBody;
     // Added widgets land at x 0, y 99 whatever the body says; PATCH moves them.
-    const widget = newWidget({ template: body.template, settings: body.settings, width: body.width, height: body.height }, 'settings');
+    const widget = newWidget({ template: body.template, settings: body.settings, width: body.width, height: body.height }, '');
     const context = requestContext(deps, req);
     const handled = await change(req, context, id, { type: 'AddWidget', widget, at: context.now }, 'commute');
     withETag(res, handled).status(201).json({ _id: widget.id, template: widget.template, settings: widget.settings });

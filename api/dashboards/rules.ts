@@ -7,9 +7,11 @@ import { ValidationError } from '../../domain/shared/errors.js';
 
 /**
  * The widget template rules, compiled once from the OpenAPI document's
- * `<Template>Settings` schemas, and used both on write (which also fills
- * defaults and, for `x-unknown-settings: drop`, removes unknown settings) and
- * on read (which changes nothing and reports what no longer holds).
+ * `<Template>Settings` schemas into one validator per template, used both on
+ * write (which keeps the checked copy: defaults filled and, for
+ * `x-unknown-settings: drop`, unknown settings removed first) and on read
+ * (which checks a copy of the stored settings, so it changes nothing, and
+ * reports what no longer holds).
  */
 export interface TemplateRules {
   /** Checks settings for a write: a copy with every default filled (and unknown settings dropped where the template drops them); `ValidationError` naming the first failing setting under `path`. */
@@ -89,51 +91,112 @@ function addKeywords(ajv: Ajv): void {
   ajv.addKeyword({ keyword: 'x-unknown-settings', schemaType: 'string' });
 }
 
-function newAjv(options: { write: boolean; drop: boolean }): Ajv {
-  const ajv = new Ajv({
-    strict: false,
-    allErrors: false,
-    useDefaults: options.write,
-    removeAdditional: options.drop ? 'all' : false,
-    validateSchema: false,
-  });
+function newAjv(): Ajv {
+  const ajv = new Ajv({ strict: false, allErrors: false, useDefaults: true, validateSchema: false });
   addFormats.default(ajv);
   addKeywords(ajv);
   return ajv;
 }
 
+type Schema = Record<string, unknown>;
+
+const REF_PREFIX = '#/components/schemas/';
+
+/** `schema` with its `$ref` (to another component) followed. */
+function resolved(schema: unknown, schemas: Record<string, unknown>): Schema | undefined {
+  for (let s = schema, hops = 0; isObject(s) && hops < 32; hops++) {
+    if (typeof s.$ref !== 'string') return s;
+    s = schemas[s.$ref.slice(REF_PREFIX.length)];
+  }
+  return undefined;
+}
+
+/**
+ * `x-unknown-settings: drop`: removes from `data`, at every level, what the
+ * schema does not name, as a write of such a template stores it. The
+ * validator itself removes nothing, so the same validator judges stored
+ * settings on read as they are.
+ */
+function dropUnknown(data: unknown, schema: unknown, schemas: Record<string, unknown>): void {
+  const s = resolved(schema, schemas);
+  if (!s) return;
+  if (Array.isArray(data)) {
+    if (s.items !== undefined) for (const item of data) dropUnknown(item, s.items, schemas);
+    return;
+  }
+  if (!isObject(data) || !isObject(s.properties)) return;
+  const properties = s.properties;
+  for (const key of Object.keys(data)) {
+    if (Object.hasOwn(properties, key)) dropUnknown(data[key], properties[key], schemas);
+    else delete data[key];
+  }
+}
+
+/**
+ * Reads run the write validator on a copy, which fills defaults first. That
+ * gives the verdict of a check without defaults only if no default can stand
+ * in for something a rule asks for: a setting that is both required (always,
+ * or by `x-required-when`) and defaulted would pass on read when missing, and
+ * a defaulted setting that `x-required-when` looks at could make another
+ * setting required where it was not. Such a schema is refused at start-up.
+ */
+function checkDefaultsAreNeutral(schema: unknown, schemas: Record<string, unknown>, at: string, seen = new Set<unknown>()): void {
+  if (typeof schema !== 'object' || schema === null || seen.has(schema)) return;
+  seen.add(schema);
+  if (Array.isArray(schema)) {
+    schema.forEach((s, i) => checkDefaultsAreNeutral(s, schemas, `${at}/${i}`, seen));
+    return;
+  }
+  const s = schema as Schema;
+  if (typeof s.$ref === 'string') checkDefaultsAreNeutral(schemas[s.$ref.slice(REF_PREFIX.length)], schemas, `${at}/$ref`, seen);
+  const properties = isObject(s.properties) ? s.properties : {};
+  const asked = new Set<string>(Array.isArray(s.required) ? (s.required as string[]) : []);
+  const lookedAt = new Set<string>();
+  if (isObject(s['x-required-when'])) {
+    for (const [setting, when] of Object.entries(s['x-required-when'])) {
+      asked.add(setting);
+      if (isObject(when)) for (const other of Object.keys(when)) lookedAt.add(other);
+    }
+  }
+  for (const name of [...asked, ...lookedAt]) {
+    if (resolved(properties[name], schemas)?.default !== undefined) {
+      throw new Error(`api/openapi.yaml ${at}: ${name} has a default and a rule depends on whether it is given, so stored settings could not be judged on read`);
+    }
+  }
+  for (const [key, value] of Object.entries(s)) if (key !== '$ref') checkDefaultsAreNeutral(value, schemas, `${at}/${key}`, seen);
+}
+
 export function compileTemplateRules(doc: OpenApiDocument): TemplateRules {
   const schemas = doc.components.schemas;
-  const base = { $id: 'openapi', components: { schemas: structuredClone(schemas) } };
-  const strictWrite = newAjv({ write: true, drop: false });
-  const dropWrite = newAjv({ write: true, drop: true });
-  const read = newAjv({ write: false, drop: false });
-  for (const ajv of [strictWrite, dropWrite, read]) ajv.addSchema(structuredClone(base));
+  const ajv = newAjv();
+  ajv.addSchema({ $id: 'openapi', components: { schemas: structuredClone(schemas) } });
 
-  const writers = new Map<Template, ValidateFunction>();
-  const readers = new Map<Template, ValidateFunction>();
+  // One compiled validator per template, for writes and reads alike.
+  const validators = new Map<Template, { validate: ValidateFunction; schema: Schema; drops: boolean }>();
   for (const template of TEMPLATE_NAMES) {
     const name = schemaName(template);
-    const schema = schemas[name] as Record<string, unknown> | undefined;
+    const schema = schemas[name] as Schema | undefined;
     if (!schema) throw new Error(`api/openapi.yaml has no components.schemas.${name} for the widget template ${template}`);
-    const ref = { $ref: `openapi#/components/schemas/${name}` };
-    writers.set(template, (schema['x-unknown-settings'] === 'drop' ? dropWrite : strictWrite).compile(ref));
-    readers.set(template, read.compile(ref));
+    checkDefaultsAreNeutral(schema, schemas, `components.schemas.${name}`);
+    const validate = ajv.compile({ $ref: `openapi${REF_PREFIX}${name}` });
+    validators.set(template, { validate, schema, drops: schema['x-unknown-settings'] === 'drop' });
   }
 
   return {
     forWrite(template, settings, path) {
       if (!isObject(settings)) throw ValidationError.field(path, 'must be object');
       const copy = structuredClone(settings);
-      const validate = writers.get(template)!;
+      const { validate, schema, drops } = validators.get(template)!;
+      if (drops) dropUnknown(copy, schema, schemas);
       if (!validate(copy)) throw new ValidationError(describe(validate.errors![0]!, path));
       return copy;
     },
     problem(template, settings) {
       if (!isTemplate(template)) return `template ${template} is not a widget template`;
       if (!isObject(settings)) return 'settings must be object';
-      const validate = readers.get(template)!;
-      return validate(settings) ? null : describe(validate.errors![0]!, 'settings');
+      // The validator fills defaults: it works on a copy, so what is stored is never changed.
+      const { validate } = validators.get(template)!;
+      return validate(structuredClone(settings)) ? null : describe(validate.errors![0]!, 'settings');
     },
   };
 }

@@ -1,6 +1,6 @@
 import type { Decider } from '../shared/decider.js';
 import { ConflictError, ForbiddenError, NotFoundError, UnprocessableError, ValidationError } from '../shared/errors.js';
-import { GRID_COLUMNS, type Place } from './templates.js';
+import { GRID_COLUMNS, MAX_WIDGETS, type Place } from './templates.js';
 
 export type Settings = Record<string, unknown>;
 
@@ -103,6 +103,11 @@ export function checkPlace(place: Place, path: string): void {
   }
 }
 
+/** A dashboard of `count` widgets stays under the cap; worded as the schema's own `maxItems` refusal of a longer list. */
+function checkCount(count: number): void {
+  if (count > MAX_WIDGETS) throw ValidationError.field('widgets', `must NOT have more than ${MAX_WIDGETS} items`);
+}
+
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
 function widgetOf(state: ActiveDashboard, widgetId: string, raced: boolean | undefined): Widget {
@@ -119,6 +124,7 @@ export const dashboardDecider: Decider<DashboardCommand, DashboardState, Dashboa
     if (command.type === 'CreateDashboard' || command.type === 'DuplicateDashboard') {
       if (state.status !== 'none') throw new ConflictError(`Dashboard ${command.id} already exists`);
       if (command.type === 'CreateDashboard') {
+        checkCount(command.widgets.length);
         command.widgets.forEach((w, i) => checkPlace(w, `widgets.${i}`));
         return [{ type: 'DashboardCreated', data: { id: command.id, createdBy: command.createdBy, ...command.header, widgets: command.widgets, at: command.at } }];
       }
@@ -165,6 +171,7 @@ export const dashboardDecider: Decider<DashboardCommand, DashboardState, Dashboa
       }
       case 'AddWidget':
         checkPlace(command.widget, '');
+        checkCount(state.widgets.length + 1);
         if (state.widgets.some((w) => w.id === command.widget.id)) throw new ConflictError(`Widget ${command.widget.id} already exists`);
         return [{ type: 'WidgetAdded', data: { id, widget: command.widget, at: command.at } }];
       case 'ReplaceWidgetSettings': {
@@ -175,6 +182,7 @@ export const dashboardDecider: Decider<DashboardCommand, DashboardState, Dashboa
       }
       case 'DuplicateWidget': {
         const widget = widgetOf(state, command.widgetId, command.raced);
+        checkCount(state.widgets.length + 1);
         const copy: Widget = { ...structuredClone(widget), id: command.newId };
         return [{ type: 'WidgetDuplicated', data: { id, widget: copy, sourceWidgetId: widget.id, at: command.at } }];
       }

@@ -34,6 +34,13 @@ export const isTemplate = (s: unknown): s is Template => typeof s === 'string' &
 /** The grid is 24 columns wide. */
 export const GRID_COLUMNS = 24;
 
+/**
+ * The most widgets a dashboard holds: what a create (import) and a layout
+ * PATCH accept (`maxItems` in the OpenAPI document), so every dashboard can
+ * be exported, imported and laid out again.
+ */
+export const MAX_WIDGETS = 500;
+
 /** Where an added widget lands: the left edge, below everything (the grid packs it upwards). */
 export const ADDED_X = 0;
 export const ADDED_Y = 99;

@@ -104,4 +104,31 @@ broken('given a broken widget, when other widgets are added, moved or the header
   assert.equal([got.widgets[0].x, got.widgets[0]._broken], [5, true]);
 });
 
+broken('given stored settings that leave out a defaulted setting, when read twice, then the widget is not broken and its settings come back as stored, the stored event unchanged', async ({ t }) => {
+  const d = await givenDashboard(t);
+  const stored = { ...TEMPLATES.deviceValue!.minimal };
+  await storedEarlier(t, d._id, { id: '0123456789abcdef01234571', x: 0, y: 0, width: 3, height: 4, template: 'deviceValue', settings: stored });
+  for (let i = 0; i < 2; i++) {
+    const w = (await getDashboard(t, d._id)).widgets[0];
+    assert.not.ok('_broken' in w);
+    sameJson(w.settings, stored);
+    assert.not.ok('showSparkline' in w.settings);
+  }
+  const events = await t.platform.deps.store.readStream(`dashboard-${d._id}`);
+  sameJson((events[1]!.data as any).widget.settings, stored);
+});
+
+broken('given a stored floorPlan or image with a setting unknown today, when read, then it is not broken (a write would drop it) and the setting comes back as stored', async ({ t }) => {
+  const d = await givenDashboard(t);
+  const floor = { ...TEMPLATES.floorPlan!.minimal, legacyZoom: 2 };
+  const image = { ...TEMPLATES.image!.minimal, legacyFilter: 'sepia' };
+  await storedEarlier(t, d._id, { id: '0123456789abcdef01234572', x: 0, y: 0, width: 10, height: 12, template: 'floorPlan', settings: floor });
+  await storedEarlier(t, d._id, { id: '0123456789abcdef01234573', x: 10, y: 0, width: 6, height: 8, template: 'image', settings: image });
+  const [f, i] = (await getDashboard(t, d._id)).widgets;
+  assert.not.ok('_broken' in f);
+  assert.not.ok('_broken' in i);
+  sameJson(f.settings, floor);
+  sameJson(i.settings, image);
+});
+
 broken.run();

@@ -61,6 +61,53 @@ api('when a widget is added, then 201 answers {_id, template, settings} with def
   assert.equal([w.x, w.y, w.width, w.height], [0, 99, 5, 3]);
 });
 
+api('when a widget is added with x and y in the body, then they are ignored and it lands at x 0, y 99', async ({ t }) => {
+  const d = await givenDashboard(t);
+  const res = await t.call('POST', `/api/dashboards/${d._id}/widgets`, { body: { x: 12, y: 3, template: 'text', settings: text } });
+  assert.is(res.status, 201, res.text);
+  const w = (await getDashboard(t, d._id)).widgets[0];
+  assert.equal([w._id, w.x, w.y, w.width, w.height], [res.body._id, 0, 99, 7, 2]);
+});
+
+api('when a new dashboard has a widget with a bad place before one with bad settings, then 422 names the first widget, and nothing is stored', async ({ t }) => {
+  const before = await eventCount(t);
+  const badPlace = { x: 20, y: 0, width: 5, height: 2, template: 'text', settings: text };
+  const badSettings = { x: 0, y: 2, width: 7, height: 2, template: 'text', settings: { ...text, fontSize: 'huge' } };
+  const res = await t.call('POST', '/api/dashboards', { body: { name: 'Order', widgets: [badPlace, badSettings] } });
+  assert.is(res.status, 422, res.text);
+  assert.is(res.text, 'ERR - widgets.0.width must be at most 4 at x 20 (x + width at most 24)');
+  const reversed = await t.call('POST', '/api/dashboards', { body: { name: 'Order', widgets: [badSettings, badPlace] } });
+  assert.is(reversed.status, 422, reversed.text);
+  assert.match(reversed.text, /^ERR - widgets\.0\.settings\.fontSize must be one of /);
+  // In one widget the place is judged before the settings.
+  const both = await t.call('POST', '/api/dashboards', { body: { name: 'Order', widgets: [{ ...badPlace, settings: badSettings.settings }] } });
+  assert.is(both.text, 'ERR - widgets.0.width must be at most 4 at x 20 (x + width at most 24)');
+  assert.is(await eventCount(t), before);
+});
+
+api('when a dashboard holds 500 widgets, then adding or duplicating one more gets 422 naming widgets and changes nothing; after a delete there is room again', async ({ t }) => {
+  const widgets = Array.from({ length: 500 }, () => ({ template: 'map', settings: {} }));
+  const d = await givenDashboard(t, { name: 'Full', widgets });
+  assert.is(d.widgets.length, 500);
+  const before = await eventCount(t);
+  const add = await t.call('POST', `/api/dashboards/${d._id}/widgets`, { body: { template: 'text', settings: text } });
+  assert.is(add.status, 422, add.text);
+  assert.is(add.text, 'ERR - widgets must NOT have more than 500 items');
+  const dup = await t.call('POST', `/api/dashboards/${d._id}/widgets/${d.widgets[0]._id}/duplicate`);
+  assert.is(dup.status, 422, dup.text);
+  assert.is(dup.text, 'ERR - widgets must NOT have more than 500 items');
+  assert.is(await eventCount(t), before);
+  assert.is((await getDashboard(t, d._id)).widgets.length, 500);
+  assert.is((await t.call('DELETE', `/api/dashboards/${d._id}/widgets/${d.widgets[0]._id}`)).status, 204);
+  assert.is((await t.call('POST', `/api/dashboards/${d._id}/widgets/${d.widgets[1]._id}/duplicate`)).status, 201);
+  // The dashboard as it stands can still be laid out and imported whole.
+  const got = await getDashboard(t, d._id);
+  assert.is(got.widgets.length, 500);
+  const layout = got.widgets.map((w: any) => ({ _id: w._id, x: w.x, y: w.y, width: w.width, height: 1 }));
+  assert.is((await t.call('PATCH', `/api/dashboards/${d._id}`, { body: { widgets: layout } })).status, 200);
+  assert.is((await t.call('POST', '/api/dashboards', { body: got })).status, 201);
+});
+
 api('when a widget is added with a size below its template minimum, then the size is saved as given', async ({ t }) => {
   const d = await givenDashboard(t);
   await t.call('POST', `/api/dashboards/${d._id}/widgets`, { body: { width: 1, height: 1, template: 'dataTable', settings: TEMPLATES.dataTable!.minimal } });
@@ -356,6 +403,7 @@ api('when a dashboard changes, then every change is an event on its stream with 
   for (const e of events) assert.is(e.metadata.actor, admin);
   const [created] = await t.platform.deps.store.readStream(`dashboard-${dup.body._id}`);
   assert.is(created!.type, 'DashboardCreated');
+  assert.is(created!.metadata.actor, admin);
   assert.is((created!.data as any).duplicateOf, d._id);
 });
 

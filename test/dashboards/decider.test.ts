@@ -120,6 +120,18 @@ decider('given a widget, when it is duplicated, then the copy has its settings, 
     .then([{ type: 'WidgetDuplicated', data: { id: ID, widget: { ...A, id: 'copy-of-a' }, sourceWidgetId: A.id, at } }]);
 });
 
+decider('given a dashboard of 500 widgets, when one more is added or duplicated, then a validation error names widgets and no event', () => {
+  const full: DashboardEvent = {
+    type: 'DashboardCreated',
+    data: { id: ID, createdBy: 'u', name: 'Full', widgets: Array.from({ length: 500 }, (_, i) => ({ ...B, id: `w${i}` })), at },
+  };
+  given([full]).when({ type: 'AddWidget', widget: A, at }).thenThrows(ValidationError, 'ERR - widgets must NOT have more than 500 items');
+  given([full]).when({ type: 'DuplicateWidget', widgetId: 'w0', newId: 'w500', at }).thenThrows(ValidationError, 'ERR - widgets must NOT have more than 500 items');
+  given([]).when({ type: 'CreateDashboard', id: ID, createdBy: 'u', header: { name: 'x' }, widgets: Array.from({ length: 501 }, (_, i) => ({ ...B, id: `w${i}` })), at }).thenThrows(ValidationError);
+  const deleted: DashboardEvent = { type: 'WidgetDeleted', data: { id: ID, widgetId: 'w0', at } };
+  given([full, deleted]).when({ type: 'AddWidget', widget: A, at }).then([{ type: 'WidgetAdded', data: { id: ID, widget: A, at } }]);
+});
+
 decider('given a deleted dashboard, when anything is decided on it, then not found', () => {
   const deleted: DashboardEvent = { type: 'DashboardDeleted', data: { id: ID, at } };
   given([created, deleted]).when({ type: 'AddWidget', widget: A, at }).thenThrows(NotFoundError);
