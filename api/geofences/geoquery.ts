@@ -7,7 +7,7 @@ import { Ajv } from 'ajv';
 import { parseGeoquery } from '../../domain/geofences/geoquery.js';
 import { GEOFENCE_NOT_FOUND } from '../../domain/geofences/geofence.js';
 import { checkRing, type Polygon, type Position } from '../../domain/geofences/fence.js';
-import { ValidationError } from '../../domain/shared/errors.js';
+import { NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { checkFenceGeometry } from './postgis.js';
 import { geometryOf } from '../../projections/geofences.js';
 
@@ -31,12 +31,15 @@ function checkShape(ring: unknown, field: string): void {
  * containment (`ST_Contains`, so a point on the boundary does not match, and a
  * device without a position never does), answered by the column's GiST index.
  * The inline polygon passes the same rules as a stored fence; a stored fence
- * must be readable by the caller (404 otherwise).
+ * must exist and be readable by the caller (404 otherwise).
  */
 export async function geoqueryCondition(deps: Deps, principal: Principal, text: string, column: string): Promise<Expression<SqlBool>> {
   const query = parseGeoquery(text);
   if (query.kind === 'fence') {
     await requireAccess(deps, principal, query.id, 'read', GEOFENCE_NOT_FOUND);
+    // Rights are kept by id for every kind of resource: a readable id may name a device, not a fence.
+    const fence = await deps.db.selectFrom('geofences').select('id').where('id', '=', query.id).executeTakeFirst();
+    if (!fence) throw new NotFoundError(GEOFENCE_NOT_FOUND);
     return sql<SqlBool>`ST_Contains((SELECT g.geom FROM geofences g WHERE g.id = ${query.id}), ${sql.ref(column)})`;
   }
   checkShape(query.ring, 'geoquery.coordinates');

@@ -26,7 +26,16 @@ const toGeofence = (row: Row) => ({
   updatedAt: row.updated_at.toISOString(),
 });
 
-const selectGeofence = (deps: Deps, id: string) => deps.db.selectFrom('geofences').select(COLUMNS).where('id', '=', id).executeTakeFirstOrThrow();
+/**
+ * The stored fence. Access rights are kept by id for every kind of resource,
+ * so an id the caller may read can still name a device or a dashboard: no
+ * geofence row then means 404, like an unknown id.
+ */
+async function selectGeofence(deps: Deps, id: string): Promise<Row> {
+  const row = await deps.db.selectFrom('geofences').select(COLUMNS).where('id', '=', id).executeTakeFirst();
+  if (!row) throw new NotFoundError(GEOFENCE_NOT_FOUND);
+  return row;
+}
 
 /**
  * The body's rules in order: shape (OpenAPI), ring (domain), geometry

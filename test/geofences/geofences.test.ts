@@ -56,6 +56,65 @@ fences('when a geofence is deleted, then 204, GET is 404 and a second delete is 
   assert.is((await t.call('PUT', `/api/geofences/${fence._id}`, { body: { fence: polygon(box(1, 1, 2, 2)) } })).status, 404);
 });
 
+fences('given a device the caller created, when its id is used as a geofence id, then 404 Geofence not found, never 500', async ({ t }) => {
+  const fay = await givenMapper(t, 'fay');
+  const device = await t.call('POST', '/api/iotnodes', { token: fay.token, body: { name: 'not a fence' } });
+  assert.is(device.status, 201, device.text);
+  const id = device.body._id;
+  const read = await t.call('GET', `/api/geofences/${id}`, { token: fay.token });
+  assert.is(read.status, 404, read.text);
+  assert.is(read.text, 'Geofence not found');
+  const before = await eventCount(t);
+  assert.is((await t.call('PUT', `/api/geofences/${id}`, { token: fay.token, body: { fence: polygon(box(1, 1, 2, 2)) } })).status, 404);
+  assert.is((await t.call('DELETE', `/api/geofences/${id}`, { token: fay.token })).status, 404);
+  assert.is(await eventCount(t), before);
+  assert.is((await t.call('GET', `/api/iotnodes/${id}`, { token: fay.token })).status, 200, 'the device is untouched');
+});
+
+fences('when a geofence is deleted, then a GeofenceDeleted event is written on geofence-<id> and the fence leaves the list', async ({ t }) => {
+  const fence = await givenFence(t, box(5, 5, 6, 6));
+  assert.is((await t.call('DELETE', `/api/geofences/${fence._id}`)).status, 204);
+  const events = await t.platform.deps.store.readStream(`geofence-${fence._id}`);
+  assert.equal(events.map((e) => e.type), ['GeofenceCreated', 'GeofenceDeleted']);
+  assert.is((events[1]!.data as { id: string }).id, fence._id);
+  const list = await t.call('GET', '/api/geofences');
+  assert.not.ok(list.body.some((f: { _id: string }) => f._id === fence._id));
+});
+
+fences('given two fences, one linked to a device, when listing with ref=<device id>, then only the linked fence is returned', async ({ t }) => {
+  const gus = await givenMapper(t, 'gus');
+  const tracker = await t.call('POST', '/api/iotnodes', { token: gus.token, body: { name: 'gate' } });
+  assert.is(tracker.status, 201, tracker.text);
+  const linked = await givenFence(t, box(1, 1, 2, 2), { token: gus.token, ref: tracker.body._id });
+  const plain = await givenFence(t, box(3, 3, 4, 4), { token: gus.token });
+  assert.is(linked.ref, tracker.body._id);
+  assert.is(linked.refType, 'device');
+  const all = await t.call('GET', '/api/geofences', { token: gus.token });
+  assert.equal(all.body.map((f: { _id: string }) => f._id), [linked._id, plain._id]);
+  const filtered = await t.call('GET', `/api/geofences?ref=${tracker.body._id}`, { token: gus.token });
+  assert.is(filtered.status, 200, filtered.text);
+  assert.equal(filtered.body, [linked]);
+});
+
+fences('given a device the caller can read but not write, when a fence is linked to it, then 422 naming ref and nothing is written', async ({ t }) => {
+  const hal = await givenMapper(t, 'hal');
+  const ivy = await givenMapper(t, 'ivy');
+  const device = await t.call('POST', '/api/iotnodes', { token: hal.token, body: { name: 'hal tracker' } });
+  assert.is(device.status, 201, device.text);
+  const grant = await t.call('POST', '/api/access-rights', {
+    token: hal.token,
+    body: { resourceType: 'device', resourceId: device.body._id, subjectType: 'user', subjectId: ivy.id, scope: ['read'] },
+  });
+  assert.ok(grant.status < 300, grant.text);
+  assert.is((await t.call('GET', `/api/iotnodes/${device.body._id}`, { token: ivy.token })).status, 200, 'ivy can read the device');
+  const before = await eventCount(t);
+  const res = await t.call('POST', '/api/geofences', { token: ivy.token, body: { fence: polygon(box(1, 1, 2, 2)), ref: device.body._id } });
+  assert.is(res.status, 422, res.text);
+  assert.match(res.text, /^ERR - ref is a device you cannot write/);
+  assert.is(await eventCount(t), before);
+  assert.equal((await t.call('GET', '/api/geofences', { token: ivy.token })).body, []);
+});
+
 fences('given fences of two users, when each lists, then each sees only the fences they may read', async ({ t }) => {
   const ann = await givenMapper(t, 'ann');
   const ben = await givenMapper(t, 'ben');
@@ -141,9 +200,9 @@ fences('when the ring has exactly 1,000 positions, then it is accepted', async (
   await givenFence(t, ring);
 });
 
-fences('when a coordinate is NaN, then the body is not JSON: 400, never 500', async ({ t }) => {
+fences('when a coordinate is NaN, then the body is not JSON: 422, never 500', async ({ t }) => {
   const res = await t.call('POST', '/api/geofences', { raw: '{"fence":{"type":"Polygon","coordinates":[[[0,0],[NaN,0],[1,1],[0,0]]]}}' });
-  assert.is(res.status, 400);
+  assert.is(res.status, 422);
   assert.match(res.text, /^ERR - /);
 });
 

@@ -71,6 +71,12 @@ geo('given a fence id that does not exist, when querying by it, then 404', async
   assert.is(res.status, 404);
 });
 
+geo('given a device id the caller can read, when querying by it as a fence id, then 404 like an unknown fence', async ({ t, ann, ids }) => {
+  const res = await t.call('GET', `/api/iotnodes?geoquery=id:${ids['pump-in-1']}`, { token: ann.token });
+  assert.is(res.status, 404, res.text);
+  assert.is(res.text, 'Geofence not found');
+});
+
 geo('when geoquery is combined with a filter, then both apply', async ({ t, ann }) => {
   assert.equal(await names(t, `geoquery=${encodeURIComponent(contains(FENCE))}&filter[category]=pump`, ann.token), ['pump-in-1', 'pump-in-2']);
 });
@@ -102,6 +108,7 @@ rejects('ring is clockwise', contains([...FENCE].reverse()), /must be counter-cl
 rejects('ring is not closed', contains(FENCE.slice(0, 4)), /must be a closed ring/);
 rejects('ring crosses itself', contains([[0, 0], [1, 1], [1, 0], [0, 1], [0, 0]]), /simple polygon/);
 rejects('ring has three positions', contains([[0, 0], [1, 0], [0, 0]]), /fewer than 4 items/);
+rejects('ring has a longitude out of range', contains([[0, 0], [181, 0], [1, 1], [0, 0]]), /geoquery\.coordinates\.1 longitude 181 is outside \[-180, 180\]/);
 rejects('ring has a latitude out of range', contains([[0, 0], [1, 0], [1, 95], [0, 0]]), /latitude 95 is outside/);
 rejects('ring has a string coordinate', 'type:contains;coordinates=[[0,0],["1",0],[1,1],[0,0]]', /must be number/);
 rejects('ring has NaN', 'type:contains;coordinates=[[0,0],[NaN,0],[1,1],[0,0]]', /not valid JSON/);
@@ -114,5 +121,34 @@ rejects('id is not an id', 'id:123', /is not a geofence id/);
 
 // Short positions keep 1,001 of them within the URL limit; the count is checked before any geometry.
 rejects('ring has more than 1,000 positions', contains(Array.from({ length: 1001 }, () => [0, 0])), /more than 1000 items/);
+
+/**
+ * `count` positions on a circle around a real place, counter-clockwise, with
+ * six decimals as a GPS would give them, and the first repeated to close it.
+ */
+const circle = (count: number, [lng, lat]: [number, number], radius: number): Ring => {
+  const r = (x: number) => Number(x.toFixed(6));
+  const ring = Array.from({ length: count }, (_, i) => {
+    const a = (2 * Math.PI * i) / count;
+    return [r(lng + radius * Math.cos(a)), r(lat + radius * Math.sin(a))];
+  });
+  return [...ring, ring[0]!];
+};
+
+geo('when the inline ring has 1,000 realistic positions, then it is accepted and answered', async ({ t, ann }) => {
+  const ring = circle(999, [10.512345, 50.512345], 0.05);
+  assert.is(ring.length, 1000);
+  assert.ok(ring.every(([lng, lat]) => /^\d+\.\d{6}$/.test(lng!.toFixed(6)) && /^\d+\.\d{6}$/.test(lat!.toFixed(6))));
+  // pump-in-1 at (10.5, 50.5) is about 0.017 degrees from the centre; no other device is within 0.05.
+  assert.equal(await names(t, `geoquery=${encodeURIComponent(contains(ring))}`, ann.token), ['pump-in-1']);
+});
+
+geo('when the inline ring has 1,001 realistic positions, then 422 naming the cap, not 431', async ({ t, ann }) => {
+  const ring = circle(1000, [10.512345, 50.512345], 0.05);
+  assert.is(ring.length, 1001);
+  const res = await t.call('GET', `/api/iotnodes?geoquery=${encodeURIComponent(contains(ring))}`, { token: ann.token });
+  assert.is(res.status, 422, res.text);
+  assert.match(res.text, /^ERR - geoquery\.coordinates .*more than 1000 items/);
+});
 
 geo.run();
