@@ -9,7 +9,7 @@ import { box, givenFence } from './given.js';
  * MQTT on its reserved topic; the tracker device linked to the fence gets its
  * tracking fields and a log entry.
  */
-const tracking = suite<{ t: TestPlatform; client: mqtt.MqttClient; trackerId: string; assetId: string }>('geofence tracking over MQTT');
+const tracking = suite<{ t: TestPlatform; client: mqtt.MqttClient; setId: string; trackerId: string; assetId: string }>('geofence tracking over MQTT');
 
 const TOPIC = 'svc/generic/v2/forklift';
 const position = (lng: number, lat: number) => JSON.stringify({ lnglat: { type: 'Point', coordinates: [lng, lat] } });
@@ -34,6 +34,7 @@ tracking.before(async (ctx) => {
   const t = (ctx.t = await startTestPlatform());
   const set = await t.call('POST', '/api/basic-credentials-sets', { body: { username: 'forklift-provider', password: 'provider-secret-1' } });
   assert.is(set.status, 201, set.text);
+  ctx.setId = set.body._id;
   const topic = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: TOPIC, basicCredentialsSetId: set.body._id } });
   assert.is(topic.status, 201, topic.text);
   const tracker = await t.call('POST', '/api/iotnodes', { body: { name: 'yard gate' } });
@@ -109,6 +110,49 @@ tracking('when the tracker changes, then it is an ordinary device update event c
   for (const e of updates) {
     assert.is(e.metadata.actor, 'system:geofence-tracking');
     assert.type(e.metadata.causationId, 'string');
+  }
+});
+
+tracking('given an mqtt channel on the tracker, when an asset enters and leaves the fence, then a consumer gets each assetUpdate on the output topic', async ({ t, client, setId, trackerId, assetId }) => {
+  const channel = await t.call('POST', '/api/channels', { body: { name: 'gate watcher', iotnode: trackerId, mqtt: { type: 'basicCredentialsSet', recipient: setId } } });
+  assert.is(channel.status, 201, channel.text);
+  const consumer = await mqtt.connectAsync(`mqtt://127.0.0.1:${t.mqttPort}`, { username: 'forklift-provider', password: 'provider-secret-1', reconnectPeriod: 0 });
+  try {
+    const messages: { topic: string; body: any }[] = [];
+    consumer.on('message', (topic, payload) => messages.push({ topic, body: JSON.parse(payload.toString()) }));
+    const output = `svc/output/v2/${setId}/iotnode/${trackerId}`;
+    await consumer.subscribeAsync(output, { qos: 1 });
+    const arrived = async (state: string) => {
+      for (let i = 0; i < 200; i++) {
+        const found = messages.find((m) => m.body.diff?.assetUpdate?.assetState === state);
+        if (found) return found;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.unreachable(`no output message with assetState ${state}: ${JSON.stringify(messages)}`);
+      throw new Error('unreachable');
+    };
+
+    // The asset is outside (the tests before end with it at 20, 20).
+    await publish(client, position(10.25, 50.75));
+    const entered = await arrived('inside');
+    assert.is(entered.topic, output);
+    assert.is(entered.body.iotnode._id, trackerId);
+    assert.is(entered.body.event.type, 'DeviceUpdated');
+    assert.is(entered.body.event.actor, 'system:geofence-tracking');
+    assert.is(entered.body.diff.assetUpdate.assetId, assetId);
+    assert.is(entered.body.diff.assetUpdate.assetAccess, 'enter');
+    assert.equal(entered.body.diff.assetUpdate.assetPosition, { type: 'Point', coordinates: [10.25, 50.75] });
+    assert.equal(entered.body.diff.assetList.map((a: { assetId: string }) => a.assetId), [assetId]);
+    assert.is(entered.body.diff.assets, 1);
+
+    await publish(client, position(30, 30));
+    const left = await arrived('outside');
+    assert.is(left.body.diff.assetUpdate.assetAccess, 'exit');
+    assert.equal(left.body.diff.assetList, []);
+    assert.is(left.body.diff.assets, 0);
+  } finally {
+    await consumer.endAsync();
+    await t.call('DELETE', `/api/channels/${channel.body._id}`);
   }
 });
 
