@@ -6,7 +6,9 @@
  * the device read model (and their access rights into `access_rights`), not
  * through events: this measures reads only. Requests run one at a time over a
  * kept-alive connection, alternating with the direct query so both see the same
- * load; the page is the list's default (100, ordered by name).
+ * load; the page is the list's default (100, ordered by name). Each fence's
+ * `usesGistIndex` (and the top-level one, for all fences) says whether the
+ * direct query's plan reads the device point's GiST index.
  * Prints one JSON object on stdout; progress goes to stderr.
  */
 import { Writable } from 'node:stream';
@@ -27,6 +29,16 @@ const PAGE = 100;
 const AREA = { west: 0, south: 40, side: 10 };
 
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
+
+/** The GiST index on the device point (`migrations/0005_devices.ts`) that a geoquery must be answered by. */
+const POINT_INDEX = 'devices_lnglat';
+
+/**
+ * Whether a plan (EXPLAIN text) reads devices through the point index: an
+ * index scan, index-only scan or bitmap index scan naming it.
+ */
+const scansIndex = (plan: string, index: string): boolean =>
+  new RegExp(`Index (Only )?Scan (using|on) ${index}\\b`).test(plan);
 
 const square = (side: number): number[][] => {
   const w = AREA.west + AREA.side / 2 - side / 2;
@@ -113,6 +125,10 @@ try {
   });
   const { token } = (await login.json()) as { token: string };
 
+  const { rows: pointIndex } = await sql<{ indexdef: string }>`SELECT indexdef FROM pg_indexes WHERE tablename = 'devices' AND indexname = ${POINT_INDEX}`.execute(db);
+  const pointIndexIsGist = /USING gist\b/i.test(pointIndex[0]?.indexdef ?? '');
+  if (!pointIndexIsGist) log(`${POINT_INDEX} is missing or not a GiST index: ${pointIndex[0]?.indexdef ?? 'none'}`);
+
   const fences = { small: square(Math.sqrt((100 / DEVICES) * AREA.side ** 2)), tenPercent: square(Math.sqrt(0.1 * AREA.side ** 2)) };
   const result: Record<string, unknown> = {
     devices: DEVICES,
@@ -132,7 +148,10 @@ try {
       ORDER BY lower(name) ASC NULLS LAST, id LIMIT ${PAGE} OFFSET 0`.compile(db);
 
     const plan = await client.query(`EXPLAIN (ANALYZE, BUFFERS) ${direct.sql}`, direct.parameters as unknown[]);
-    log(`${name}: plan of the direct query:\n${plan.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n')}`);
+    const planText = plan.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n');
+    const usesGistIndex = pointIndexIsGist && scansIndex(planText, POINT_INDEX);
+    log(`${name}: plan of the direct query:\n${planText}`);
+    if (!usesGistIndex) log(`${name}: the direct query does not use the GiST index ${POINT_INDEX}`);
     log(`${name}: ${count[0]!.n} devices inside; measuring the API and the direct query alternately`);
     const measured = await measurePair(
       async () => {
@@ -145,6 +164,7 @@ try {
     result[name] = {
       fence: JSON.stringify(ring),
       hits: count[0]!.n,
+      usesGistIndex,
       api: measured.api,
       direct: measured.direct,
       apiOverheadP50Ms: Math.round((measured.api.p50 - measured.direct.p50) * 1000) / 1000,
@@ -171,6 +191,7 @@ try {
   const small = result.small as { apiOverheadP50Ms: number };
   result.loadAverage = (await import('node:os')).loadavg().map((x) => Math.round(x * 100) / 100);
   result.aim = { apiOverheadP50MsBelow: 2, met: small.apiOverheadP50Ms < 2 };
+  result.usesGistIndex = Object.keys(fences).every((name) => (result[name] as { usesGistIndex: boolean }).usesGistIndex);
   process.stdout.write(JSON.stringify(result, null, 2) + '\n');
 } finally {
   await client.end();
