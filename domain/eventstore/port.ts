@@ -38,7 +38,16 @@ export interface EventStore {
    * Appends atomically. Throws `ConcurrencyError` when the stream is not at
    * `expected`. Appending events whose ids are all already stored in the
    * stream is a no-op that answers as the original append did, even after the
-   * stream moved on.
+   * stream moved on, whatever the expectation (`no_stream`, `exists`, `any` or
+   * a revision).
+   *
+   * An event id belongs to one stream. Appending an id already stored in a
+   * different stream is refused with `ConcurrencyError` and nothing of the
+   * append is stored: the PostgreSQL adapter keeps ids unique across the whole
+   * store. EventStoreDB recognises a repeated id only within one stream, so
+   * its adapter stores such an event again in the other stream; writers never
+   * reuse an id across streams (each decision's events get fresh UUIDs), so
+   * this only matters to a caller that breaks that rule.
    */
   append(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult>;
   /**

@@ -5,7 +5,7 @@ import { eventStoreContract } from './contract.js';
 const url = process.env.EVENTSTORE_URL;
 
 if (url) {
-  eventStoreContract('EventStoreDB', async () => {
+  eventStoreContract('EventStoreDB', 'eventstoredb', async () => {
     const store = createEsdbStore(url);
     return { store, close: () => store.close() };
   });

@@ -3,7 +3,7 @@ import { createPostgresStore } from '../../domain/eventstore/postgres.js';
 import { createTestDatabase } from '../support/cluster.js';
 import { eventStoreContract } from './contract.js';
 
-eventStoreContract('PostgreSQL', async () => {
+eventStoreContract('PostgreSQL', 'postgres', async () => {
   // Room for the contract's eight concurrent writers.
   const pool = new pg.Pool({ connectionString: await createTestDatabase(), max: 12 });
   const store = createPostgresStore(pool, { pollMs: 20 });
