@@ -8,6 +8,7 @@ import type { Database } from '../projections/database.js';
 import { handle, type CommandContext, type Decider, type Handled, type HandleOptions } from '../domain/shared/decider.js';
 import type { DomainEvent } from '../domain/shared/events.js';
 import { commandContext } from './http.js';
+import type { Principals } from './auth/principals.js';
 
 /** What every capability's routes are built from; assembled once by the composition root. */
 export interface Deps {
@@ -18,6 +19,8 @@ export interface Deps {
   log: Logger;
   clock: () => Date;
   jwtSecret: string;
+  /** Who a verified token speaks for; follows the users read model. */
+  principals: Principals;
 }
 
 /**

@@ -11,6 +11,7 @@ import type { Deps } from './deps.js';
 import { createApp } from './app.js';
 import { loadOpenApi } from './openapi.js';
 import { authRoutes } from './auth/routes.js';
+import { Principals } from './auth/principals.js';
 import { bootstrapAdmin } from './users/create.js';
 import { userRoutes } from './users/routes.js';
 import { roleRoutes } from './access/roles.js';
@@ -106,11 +107,12 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     const translation = new Translation(store, db, sandbox, log);
     await translation.load();
     const ingest = await createIngest(store, db, log, { decoder: translation });
-    const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection], log);
+    const principals = new Principals(db);
+    const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection, principals.projection], log);
     started.push(() => projections.stop());
     await projections.start();
 
-    const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config) };
+    const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config), principals };
     await bootstrapAdmin(deps);
 
     const app = createApp(deps, loadOpenApi(), {

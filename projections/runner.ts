@@ -16,6 +16,12 @@ export interface Projection {
   tables: string[];
   /** Applies a batch in global order inside the runner's transaction. Ignores event types it does not know. */
   apply(tx: Transaction<Database>, batch: RecordedEvent[]): Promise<void>;
+  /**
+   * Called once the batch's transaction has committed, before writers waiting
+   * for it are answered: for in-memory followers of the read models (caches)
+   * that must never run ahead of them nor lag behind a write's answer.
+   */
+  committed?(batch: RecordedEvent[]): void;
 }
 
 interface Waiter {
@@ -112,6 +118,7 @@ export class ProjectionRunner {
     });
     this.position = last;
     this.lastError = null;
+    for (const projection of this.projections) projection.committed?.(batch);
     const ready = this.waiters.filter((w) => comparePositions(last, w.position) >= 0);
     if (ready.length) {
       this.waiters = this.waiters.filter((w) => comparePositions(last, w.position) < 0);

@@ -16,9 +16,9 @@ export function authenticate(deps: Deps): RequestHandler {
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     const userId = match ? verifyToken(deps.jwtSecret, match[1]!) : null;
     if (!userId || !isUuid(userId)) return next(new UnauthorizedError());
-    const user = await deps.db.selectFrom('users').select(['id', 'username', 'profile']).where('id', '=', userId).executeTakeFirst();
-    if (!user || !user.profile.enabled) return next(new UnauthorizedError());
-    req.principal = { id: user.id, username: user.username, roles: user.profile.attributes.roles ?? [] };
+    const principal = await deps.principals.get(userId);
+    if (!principal) return next(new UnauthorizedError());
+    req.principal = principal;
     next();
   };
 }

@@ -66,10 +66,23 @@ tokens('when a valid token names a user who does not exist or is deleted, then 4
   assert.is(await status(t, gone.token), 401);
 });
 
-tokens('when the user of a valid token is disabled, then 401', async ({ t }) => {
+tokens('when the user of a valid token is disabled, then 401 from the very next request', async ({ t }) => {
   const off = await givenUser(t, 'switched-off');
+  assert.is(await status(t, off.token), 200, 'a request before the change');
   await t.call('PATCH', `/api/users/${off.id}`, { body: { enabled: false } });
   assert.is(await status(t, off.token), 401);
+  await t.call('PATCH', `/api/users/${off.id}`, { body: { enabled: true } });
+  assert.is(await status(t, off.token), 200, 'enabled again');
+});
+
+tokens('when a user gains or loses a role, then the very next request is checked against the new roles', async ({ t }) => {
+  const user = await givenUser(t, 'promoted');
+  const create = () => t.call('POST', '/api/usergroups', { token: user.token, body: { name: 'made by promoted' } });
+  assert.is((await create()).status, 403);
+  await t.call('PATCH', `/api/users/${user.id}`, { body: { attributes: { roles: ['admin'] } } });
+  assert.is((await create()).status, 201);
+  await t.call('PATCH', `/api/users/${user.id}`, { body: { attributes: { roles: ['viewerBasic'] } } });
+  assert.is((await create()).status, 403);
 });
 
 tokens.run();
