@@ -1,0 +1,74 @@
+/**
+ * Every migration has a working `down`: a migrated database goes back to no
+ * migration at all and forward again to the same schema.
+ */
+import pg from 'pg';
+import { Kysely, NO_MIGRATIONS, PostgresDialect, sql } from 'kysely';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { migrations, migrator } from '../../migrations/index.js';
+import { allProjections } from '../../projections/index.js';
+import { createTestDatabase } from '../support/cluster.js';
+
+const test = suite<{ db: Kysely<any> }>('migrations');
+
+test.before(async (ctx) => {
+  ctx.db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: await createTestDatabase(), max: 2 }) }) });
+});
+test.after(async (ctx) => {
+  await ctx.db.destroy();
+});
+
+/** Tables, columns, indexes and constraints of the platform's schemas, as sorted lines. */
+async function schema(db: Kysely<any>): Promise<string[]> {
+  const { rows } = await sql<{ line: string }>`
+    SELECT 'column ' || table_schema || '.' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS line
+      FROM information_schema.columns WHERE table_schema IN ('public', 'es')
+    UNION ALL
+    SELECT 'index ' || schemaname || '.' || indexname || ' ' || indexdef FROM pg_indexes WHERE schemaname IN ('public', 'es')
+    UNION ALL
+    SELECT 'constraint ' || n.nspname || '.' || c.conname || ' ' || pg_get_constraintdef(c.oid)
+      FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname IN ('public', 'es')`.execute(db);
+  return rows.map((r) => r.line).sort();
+}
+
+async function tables(db: Kysely<any>, schemaName: string): Promise<string[]> {
+  const { rows } = await sql<{ name: string }>`
+    SELECT table_name AS name FROM information_schema.tables WHERE table_schema = ${schemaName} AND table_type = 'BASE TABLE'`.execute(db);
+  return rows.map((r) => r.name).sort();
+}
+
+async function schemaExists(db: Kysely<any>, name: string): Promise<boolean> {
+  const { rows } = await sql`SELECT 1 FROM information_schema.schemata WHERE schema_name = ${name}`.execute(db);
+  return rows.length === 1;
+}
+
+const readModels = [...allProjections().flatMap((p) => p.tables), 'image_blobs'];
+/** Kysely's own bookkeeping and PostGIS's reference table stay. */
+const KEPT = ['kysely_migration', 'kysely_migration_lock', 'spatial_ref_sys'];
+
+test('given a migrated database, when migrated down to no migration, then the event store schema and every read model are gone; when migrated up again, then the same schema is back', async ({ db }) => {
+  const migrated = await schema(db);
+  assert.ok(await schemaExists(db, 'es'));
+  assert.equal(await tables(db, 'es'), ['checkpoints', 'events', 'streams']);
+  const before = await tables(db, 'public');
+  for (const table of readModels) assert.ok(before.includes(table), `${table} exists after the migrations`);
+
+  const down = await migrator(db).migrateTo(NO_MIGRATIONS);
+  assert.is(down.error, undefined, String(down.error));
+  assert.equal(
+    down.results?.map((r) => [r.migrationName, r.direction, r.status]),
+    Object.keys(migrations).reverse().map((name) => [name, 'Down', 'Success']),
+    'every migration ran its down, newest first',
+  );
+  assert.not.ok(await schemaExists(db, 'es'), 'the es schema is dropped');
+  assert.equal(await tables(db, 'public'), KEPT, 'only the migration bookkeeping and PostGIS remain');
+
+  const up = await migrator(db).migrateToLatest();
+  assert.is(up.error, undefined, String(up.error));
+  assert.equal(up.results?.map((r) => [r.migrationName, r.status]), Object.keys(migrations).map((name) => [name, 'Success']));
+  assert.equal(await tables(db, 'public'), before);
+  assert.equal(await schema(db), migrated, 'columns, indexes and constraints are as they were');
+});
+
+test.run();
