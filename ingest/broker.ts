@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server as NetServer, type AddressInfo } from 'node:net';
+import type { Readable } from 'node:stream';
 import type { Server as HttpServer } from 'node:http';
 import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
 import { WebSocketServer, createWebSocketStream } from 'ws';
@@ -15,6 +16,14 @@ import type { LogWriter } from './logWriter.js';
 
 /** Payloads above this size are refused (acknowledged, not stored, logged): 256 KiB. */
 export const MAX_PAYLOAD_BYTES = 256 * 1024;
+/**
+ * The hard limit on an MQTT packet's remaining length (the payload plus topic and
+ * header fields): a larger packet closes the connection as soon as its fixed
+ * header arrives, before anything of it is buffered.
+ */
+export const MAX_PACKET_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024;
+/** A WebSocket message (which carries one or more MQTT packets, or part of one) is refused above this size. */
+const MAX_WS_MESSAGE_BYTES = 1024 * 1024;
 /** New connections per remote address: a bucket of this many, refilled at `CONNECT_RATE` per second. */
 const CONNECT_BURST = 200;
 const CONNECT_RATE = 100;
@@ -45,7 +54,74 @@ export interface Broker {
   close(): Promise<void>;
 }
 
-const authError = (message: string, returnCode: number): AuthenticateError => Object.assign(new Error(message), { returnCode }) as AuthenticateError;
+/** Errors the hooks already reported (refusals, failed batches); aedes reports them again as the error that closed the connection. */
+const reported = new WeakSet<Error>();
+const refusal = (message: string): Error => {
+  const err = new Error(message);
+  reported.add(err);
+  return err;
+};
+const authError = (message: string, returnCode: number): AuthenticateError => Object.assign(refusal(message), { returnCode }) as AuthenticateError;
+/** How a connection ended without the client breaking a rule: nothing to tell its owner. */
+const ORDINARY_END = /^(keep alive timeout|connection closed|drain timeout|connect did not arrive in time)$/;
+
+/** The error that closes a connection whose packet is over `MAX_PACKET_BYTES`. */
+export class PacketTooLargeError extends Error {
+  constructor(readonly declared: number) {
+    super(`an MQTT packet of ${declared} bytes is larger than the limit of ${MAX_PACKET_BYTES} bytes`);
+  }
+}
+
+/**
+ * Follows the MQTT framing of everything a connection receives (fixed header
+ * byte, remaining length as a variable byte integer, then that many bytes) and
+ * destroys the stream with `PacketTooLargeError` when a packet declares a
+ * remaining length above `limit`. It hooks `push`, where the socket (or the
+ * WebSocket stream) hands over received chunks, so the oversized packet is
+ * refused from its first bytes whatever way the broker reads the stream; the
+ * cost is a few comparisons per packet.
+ */
+export function guardPacketSize(stream: Readable, limit: number = MAX_PACKET_BYTES): void {
+  let skip = 0; // bytes of the current packet still to pass
+  let inLength = false; // reading the remaining length
+  let length = 0;
+  let multiplier = 1;
+  let lengthBytes = 0;
+  const push = stream.push;
+  stream.push = function guardedPush(chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (Buffer.isBuffer(chunk)) {
+      for (let i = 0; i < chunk.length; ) {
+        if (skip > 0) {
+          const n = Math.min(skip, chunk.length - i);
+          skip -= n;
+          i += n;
+          continue;
+        }
+        const byte = chunk[i++]!;
+        if (!inLength) {
+          inLength = true;
+          length = 0;
+          multiplier = 1;
+          lengthBytes = 0;
+          continue;
+        }
+        length += (byte & 0x7f) * multiplier;
+        multiplier *= 128;
+        lengthBytes++;
+        // A fifth length byte is malformed; counting it as oversized ends the connection as well.
+        if (byte & 0x80 && lengthBytes < 5) continue;
+        inLength = false;
+        if (length > limit || byte & 0x80) {
+          stream.push = push;
+          stream.destroy(new PacketTooLargeError(length));
+          return false;
+        }
+        skip = length;
+      }
+    }
+    return push.call(this, chunk as Buffer, encoding);
+  };
+}
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest();
 
 /**
@@ -170,21 +246,24 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
 
     authorizePublish(client, packet, callback) {
       const topic = packet.topic;
-      if (topic.startsWith('$SYS/')) return callback(new Error('$SYS/ topic is reserved'));
       const session = client ? sessions.get(client) : undefined;
       if (!client || !session) return callback(new Error('publish without a login'));
       if (session.kind !== 'credentials') {
         log.warn({ userId: session.id, topic }, 'MQTT publish refused: users only consume');
-        return callback(new Error('users may not publish'));
+        return callback(refusal('users may not publish'));
+      }
+      if (topic.startsWith('$SYS/')) {
+        refuseSet(session.id, `MQTT publish on ${topic} refused: $SYS/ topics are reserved to the broker`, 'publish refused');
+        return callback(refusal('$SYS/ topic is reserved'));
       }
       if (topic.startsWith('/') || topic.endsWith('/') || topic.includes('//')) {
         refuseSet(session.id, `MQTT publish on ${topic} refused: empty topic level`, 'empty level');
-        return callback(new Error('empty topic level'));
+        return callback(refusal('empty topic level'));
       }
       const resolved = registry.resolve(topic);
       if (!resolved || resolved.reserved.setId !== session.id) {
         refuseSet(session.id, `MQTT publish on ${topic} refused: the topic is not reserved to this credentials set`, 'publish refused');
-        return callback(new Error('topic not reserved to this credentials set'));
+        return callback(refusal('topic not reserved to this credentials set'));
       }
       // Device messages are data, never retained for later subscribers.
       packet.retain = false;
@@ -214,16 +293,54 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         receivedAt: new Date().toISOString(),
         correlationId: `mqtt:${hash}:${messageId ?? '-'}:${client.id}`,
         dedup: messageId !== undefined ? { key: `${client.id}\u0000${messageId}`, hash, redelivery: packet.dup === true } : undefined,
-        done: (err) => callback(err ?? null),
+        done: (err) => {
+          // A failed batch is the platform's trouble, reported by the pipeline; the publisher just sends again.
+          if (err) reported.add(err);
+          callback(err ?? null);
+        },
         conn: client.conn as unknown as { cork(): void; uncork(): void },
       });
     },
+
+    // Device messages are data for the ingest alone: aedes would also hand an
+    // accepted publish to every matching subscriber, so one credentials set could
+    // write into another's push or output topics. Only what the platform itself
+    // publishes (no publishing client: output topics, downlinks) is delivered.
+    authorizeForward(_client, packet) {
+      return (packet as { clientId?: string | null }).clientId == null ? packet : null;
+    },
   });
 
-  aedes.on('clientError', (client, err) => log.debug({ clientId: client.id, err: err.message }, 'MQTT client error'));
-  aedes.on('connectionError', (client, err) => log.debug({ clientId: client?.id, err: err.message }, 'MQTT connection error'));
+  /**
+   * The error that ended a connection: a rule the client broke is logged on its
+   * credentials set (wildcards or too many levels in a publish topic, which aedes
+   * refuses before `authorizePublish`; a malformed or oversized packet), or in
+   * the process log when the connection has no credentials set.
+   */
+  const connectionEnded = (client: Client | null | undefined, err: Error) => {
+    const tooLarge = err instanceof PacketTooLargeError || (err as { code?: string }).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
+    if (!tooLarge && (reported.has(err) || typeof (err as { code?: unknown }).code === 'string' || ORDINARY_END.test(err.message))) {
+      return log.debug({ clientId: client?.id, err: err.message }, 'MQTT connection ended');
+    }
+    const session = client ? sessions.get(client) : undefined;
+    const why = tooLarge ? (err instanceof PacketTooLargeError ? err.message : `a WebSocket message is larger than ${MAX_WS_MESSAGE_BYTES} bytes`) : err.message;
+    if (session?.kind === 'credentials') {
+      const wildcard = /^([+#]) is not allowed in PUBLISH$/.exec(err.message);
+      const message = wildcard ? `a publish topic contains the wildcard ${wildcard[1]}, which MQTT does not allow` : why;
+      refuseSet(session.id, `MQTT connection closed: ${message} (client ${client!.id} from ${remoteOf(client!)})`, tooLarge ? 'packet too large' : wildcard ? 'wildcard publish' : 'protocol error');
+    } else if (tooLarge) {
+      log.warn({ clientId: client?.id, session, remote: client ? remoteOf(client) : undefined, err: why }, 'MQTT connection closed: packet too large');
+    } else {
+      log.info({ clientId: client?.id, session, err: err.message }, 'MQTT connection closed: protocol error');
+    }
+  };
+  aedes.on('clientError', connectionEnded);
+  aedes.on('connectionError', connectionEnded);
 
-  const server: NetServer = createServer((socket) => aedes.handle(socket));
+  const server: NetServer = createServer((socket) => {
+    guardPacketSize(socket);
+    aedes.handle(socket);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => resolve());
@@ -233,9 +350,10 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
 
   let wss: WebSocketServer | null = null;
   if (options.httpServer) {
-    wss = new WebSocketServer({ server: options.httpServer, path: '/mqtt' });
+    wss = new WebSocketServer({ server: options.httpServer, path: '/mqtt', maxPayload: MAX_WS_MESSAGE_BYTES });
     wss.on('connection', (ws, req) => {
       const stream = createWebSocketStream(ws);
+      guardPacketSize(stream);
       stream.on('error', () => stream.destroy());
       aedes.handle(stream, req);
     });

@@ -60,7 +60,7 @@ export function credentialsRoutes(deps: Deps, push: (topic: string, message: str
   // ---- reserved MQTT topics ----
   router.post('/api/reserved-mqtt-topics', async (req, res) => {
     const { topic, basicCredentialsSetId } = req.body as { topic: string; basicCredentialsSetId: string };
-    checkTopic(topic);
+    checkTopic(topic, basicCredentialsSetId);
     const set = await deps.db.selectFrom('credentials_sets').select('id').where('id', '=', basicCredentialsSetId).executeTakeFirst();
     if (!set) {
       throw ValidationError.field('basicCredentialsSetId', `does not reference an existing basic credentials set; topics are reserved below the allowed roots ${ALLOWED_ROOTS.join(', ')}`);

@@ -23,8 +23,16 @@ export const TOPIC_NOT_FOUND = 'Reserved MQTT topic not found';
 
 const rootsText = `the allowed roots are ${ALLOWED_ROOTS.join(', ')}`;
 
-/** The topic rules of the contract, plus the ones MQTT itself imposes on a publish topic (no wildcards, no empty levels). */
-export function checkTopic(topic: string): void {
+/** The root of the downlink topics: `svc/push/v1/<basicCredentialsSetId>/…` belongs to that credentials set. */
+export const PUSH_ROOT = 'svc/push/v1';
+
+/**
+ * The topic rules of the contract, plus the ones MQTT itself imposes on a
+ * publish topic (no wildcards, no empty levels). Below `svc/push/v1` the first
+ * level is a credentials set's id, so a set may only reserve its own branch
+ * there: another set's push topic would let it write into that set's downlinks.
+ */
+export function checkTopic(topic: string, basicCredentialsSetId: string): void {
   const bad = (why: string) => ValidationError.field('topic', `${why}; ${rootsText}, each followed by at least one sub-topic`);
   if (topic.startsWith('/')) throw bad('must not start with /');
   const root = ALLOWED_ROOTS.find((r) => topic === r || topic.startsWith(`${r}/`));
@@ -34,6 +42,9 @@ export function checkTopic(topic: string): void {
   if (levels.some((l) => l === '')) throw bad('must not have empty levels');
   if (/[+#\u0000]/.test(topic) || topic.includes('$')) throw bad('must not contain +, #, $ or NUL');
   if (Buffer.byteLength(topic) > 1024) throw bad('must be at most 1024 bytes');
+  if (root === PUSH_ROOT && levels[0] !== basicCredentialsSetId) {
+    throw ValidationError.field('topic', `below ${PUSH_ROOT} must start with the id of its own basic credentials set: ${PUSH_ROOT}/${basicCredentialsSetId}/…`);
+  }
 }
 
 export const reservedTopicDecider: Decider<ReservedTopicCommand, ReservedTopicState, ReservedTopicEvent> = {
@@ -42,7 +53,7 @@ export const reservedTopicDecider: Decider<ReservedTopicCommand, ReservedTopicSt
     switch (command.type) {
       case 'ReserveTopic': {
         if (state.status !== 'none') throw new ConflictError(`Reserved topic ${command.id} already exists`);
-        checkTopic(command.topic);
+        checkTopic(command.topic, command.basicCredentialsSetId);
         const { id, topic, basicCredentialsSetId, createdBy, at } = command;
         return [{ type: 'ReservedTopicCreated', data: { id, topic, basicCredentialsSetId, createdBy, at } }];
       }

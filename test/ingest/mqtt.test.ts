@@ -1,7 +1,12 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { connect as connectTcp } from 'node:net';
 import { sql } from 'kysely';
+import type { MqttClient } from 'mqtt';
 import { issueToken } from '../../api/auth/tokens.js';
+import { toNewEvent } from '../../domain/shared/decider.js';
+import { newResourceId } from '../../domain/shared/ids.js';
+import { reservedTopicStream } from '../../domain/topics/reservedTopic.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
 import { closed, connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from './support.js';
@@ -151,6 +156,9 @@ broker('when a user logs in with a valid token, then it connects; with an expire
   assert.ok(await connectMqtt(t, user.id, expired).then(() => null, (e: Error) => e), 'expired token refused');
   const admin = (await t.call('GET', '/api/users')).body.find((u: { username: string }) => u.username === 'admin');
   assert.ok(await connectMqtt(t, user.id, issueToken(secret, admin.id, 60)).then(() => null, (e: Error) => e), 'token of another user refused');
+  // No resource owner can be told: both refusals go to the process log.
+  const refusals = t.logs.filter((l) => l.msg === 'MQTT login refused: invalid or expired access token' && l.userId === user.id);
+  assert.is(refusals.length, 2);
 });
 
 broker('when a provider publishes on a topic not reserved to it, then the connection is closed, nothing is stored, and it is logged', async ({ t, p, other }) => {
@@ -162,6 +170,9 @@ broker('when a provider publishes on a topic not reserved to it, then the connec
   }
   assert.is(await countSecret(t, `${ROOT}/others`), 0);
   await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes(`${ROOT}/others`) && l.message.includes('refused')));
+  const logged = (await logsOf(t, p.setId)).map((l) => l.message);
+  for (const topic of [`${GATEWAY}//x`, `${GATEWAY}/`]) assert.ok(logged.includes(`MQTT publish on ${topic} refused: empty topic level`), topic);
+  assert.ok(logged.some((m) => m.startsWith('MQTT publish on $SYS/x refused')));
   // The broker keeps serving.
   const c = await connectMqtt(t, other.username, other.password);
   await publish(c, `${ROOT}/others`, { fine: 1 });
@@ -234,6 +245,14 @@ broker('when subscribing outside the own topics, then SUBACK 0x80; own output an
   assert.is(await granted(c, `svc/push/v1/${p.setId}/#`), 1);
   assert.is(await granted(c, `svc/output/v2/${p.setId}/iotnode/abc`), 1);
   assert.is(await granted(c, GATEWAY), 128);
+  assert.is(await granted(c, `svc/push/v1/${p.setId}`), 128);
+  assert.ok(c.connected);
+  const logged = (await eventually(async () => {
+    const l = (await logsOf(t, p.setId)).filter((x) => x.message.startsWith('MQTT subscription to '));
+    return l.length >= 2 ? l : undefined;
+  })).map((l) => l.message);
+  assert.ok(logged.includes(`MQTT subscription to ${GATEWAY} refused: not a topic of this credentials set`), logged.join('\n'));
+  assert.ok(logged.includes(`MQTT subscription to svc/push/v1/${p.setId} refused: not a topic of this credentials set`));
   await c.endAsync();
 });
 
@@ -260,6 +279,138 @@ broker('when MQTT runs over WebSocket at /mqtt, then a provider can publish thro
   await publish(c, GATEWAY, { viaWebSocket: true });
   await eventually(async () => (await deviceOf(t, GATEWAY)).viaWebSocket === true);
   await c.endAsync();
+});
+
+/** Everything a client receives, in order. */
+const inbox = (c: MqttClient) => {
+  const got: { topic: string; text: string }[] = [];
+  c.on('message', (topic, payload) => got.push({ topic, text: payload.toString() }));
+  return got;
+};
+
+broker('when a credentials set reserves below another set\'s push topic, then 422 naming its own branch; its own branch is accepted', async ({ t }) => {
+  const a = await givenProvider(t, 'push-a', []);
+  const b = await givenProvider(t, 'push-b', []);
+  const stolen = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: `svc/push/v1/${b.setId}/cmd`, basicCredentialsSetId: a.setId } });
+  assert.is(stolen.status, 422);
+  assert.is(stolen.text, `ERR - topic below svc/push/v1 must start with the id of its own basic credentials set: svc/push/v1/${a.setId}/…`);
+  const bare = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: `svc/push/v1/${b.setId}`, basicCredentialsSetId: a.setId } });
+  assert.is(bare.status, 422);
+  const own = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: `svc/push/v1/${a.setId}/up`, basicCredentialsSetId: a.setId } });
+  assert.is(own.status, 201, own.text);
+  assert.not.ok((await t.call('GET', '/api/reserved-mqtt-topics')).body.some((r: { topic: string }) => r.topic.startsWith(`svc/push/v1/${b.setId}`)));
+});
+
+broker('when a device publishes on a topic another client subscribed to, then only the ingest gets it; the platform\'s downlinks are delivered', async ({ t }) => {
+  const a = await givenProvider(t, 'fwd-a', []);
+  const b = await givenProvider(t, 'fwd-b', []);
+  // given a reservation of B's push branch by A, stored before reservations there were limited to the own branch
+  const admin = (await t.call('GET', '/api/users')).body.find((u: { username: string }) => u.username === 'admin');
+  const legacy = newResourceId();
+  const at = new Date().toISOString();
+  const stored = await t.platform.deps.store.append(
+    reservedTopicStream(legacy),
+    [toNewEvent({ type: 'ReservedTopicCreated', data: { id: legacy, topic: `svc/push/v1/${b.setId}/legacy`, basicCredentialsSetId: a.setId, createdBy: admin.id, at } }, { actor: `user:${admin.id}`, correlationId: 'legacy', now: at })],
+    'no_stream',
+  );
+  await t.platform.deps.projections.waitFor(stored.position, 5000);
+  const own = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: `svc/push/v1/${a.setId}/up`, basicCredentialsSetId: a.setId } });
+  assert.is(own.status, 201, own.text);
+  const connector = await t.call('POST', '/api/connectors', { body: { name: 'downlinks of B', basicCredentialsSetId: b.setId, integration: 'Generic' } });
+  assert.is(connector.status, 201, connector.text);
+
+  const bSub = await connectMqtt(t, b.username, b.password);
+  await bSub.subscribeAsync(`svc/push/v1/${b.setId}/#`, { qos: 1 });
+  const toB = inbox(bSub);
+  const aSub = await connectMqtt(t, a.username, a.password);
+  await aSub.subscribeAsync(`svc/push/v1/${a.setId}/#`, { qos: 1 });
+  const toA = inbox(aSub);
+
+  // when A publishes into B's push branch and into its own, both acknowledged and stored
+  const aPub = await connectMqtt(t, a.username, a.password);
+  await publish(aPub, `svc/push/v1/${b.setId}/legacy`, { reboot: true });
+  await publish(aPub, `svc/push/v1/${a.setId}/up`, { mine: 1 });
+  assert.is((await deviceOf(t, `svc/push/v1/${b.setId}/legacy`)).reboot, true);
+  assert.is((await deviceOf(t, `svc/push/v1/${a.setId}/up`)).mine, 1);
+
+  // then B receives only the platform's downlink, and A's own subscription nothing
+  const sent = await t.call('PUT', '/api/connectors/command', { body: { command: 'sendDownlink', integrationName: 'Generic', connectorId: connector.body._id, data: { mqttTopic: 'legacy', message: '{"interval":60}' } } });
+  assert.is(sent.status, 202, sent.text);
+  await eventually(async () => toB.length > 0);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(toB, [{ topic: `svc/push/v1/${b.setId}/legacy`, text: '{"interval":60}' }]);
+  assert.equal(toA, []);
+  await Promise.all([bSub.endAsync(), aSub.endAsync(), aPub.endAsync()]);
+});
+
+broker('when a publish topic holds a wildcard, then the connection is closed, it is logged on the set, and the broker keeps serving', async ({ t }) => {
+  const p = await givenProvider(t, 'wild', [`${ROOT}/wild`]);
+  // MQTT.js sends a publish topic as given; aedes refuses wildcards before the authorization hook.
+  for (const topic of [`${ROOT}/wild/+/x`, '#']) {
+    const c = await connectMqtt(t, p.username, p.password);
+    c.publish(topic, '{"a":1}', { qos: 1 });
+    assert.ok(await closed(c), `closed after ${topic}`);
+    c.end(true);
+  }
+  const logged = (await eventually(async () => {
+    const l = (await logsOf(t, p.setId)).filter((x) => x.message.includes('wildcard'));
+    return l.length >= 2 ? l : undefined;
+  })).map((l) => l.message);
+  assert.ok(logged.some((m) => m.startsWith('MQTT connection closed: a publish topic contains the wildcard +')), logged.join('\n'));
+  assert.ok(logged.some((m) => m.startsWith('MQTT connection closed: a publish topic contains the wildcard #')), logged.join('\n'));
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${ROOT}/wild`, { after: 1 });
+  assert.is((await deviceOf(t, `${ROOT}/wild`)).after, 1);
+  await c.endAsync();
+});
+
+broker('when a packet is over the hard limit, then the connection is closed at its header and logged, and the broker keeps serving', async ({ t }) => {
+  const p = await givenProvider(t, 'huge', [`${ROOT}/huge`]);
+  const big = Buffer.alloc(2 * 1024 * 1024, 'a');
+
+  // a 2 MiB publish over TCP
+  const c = await connectMqtt(t, p.username, p.password);
+  c.publish(`${ROOT}/huge`, big, { qos: 1 });
+  assert.ok(await closed(c, 5000), 'closed after a 2 MiB publish');
+  c.end(true);
+
+  // only the fixed header of a PUBLISH declaring 256 MiB: refused without waiting for the body
+  const h = await connectMqtt(t, p.username, p.password);
+  (h as unknown as { stream: NodeJS.WritableStream }).stream.write(Buffer.from([0x32, 0xff, 0xff, 0xff, 0x7f]));
+  assert.ok(await closed(h, 2000), 'closed after a header declaring 256 MiB');
+  h.end(true);
+
+  // a 2 MiB publish over WebSocket
+  const mqtt = (await import('mqtt')).default;
+  const w = await new Promise<MqttClient>((resolve, reject) => {
+    const client = mqtt.connect(`ws://127.0.0.1:${t.platform.httpPort}/mqtt`, { username: p.username, password: p.password, reconnectPeriod: 0, protocolVersion: 4 });
+    client.once('connect', () => resolve(client));
+    client.once('error', reject);
+  });
+  w.on('error', () => {});
+  w.publish(`${ROOT}/huge`, big, { qos: 1 });
+  assert.ok(await closed(w, 5000), 'closed after a 2 MiB publish over WebSocket');
+  w.end(true);
+
+  const logged = (await eventually(async () => {
+    const l = (await logsOf(t, p.setId)).filter((x) => x.message.includes('larger than the limit') || x.message.includes('WebSocket message is larger'));
+    return l.length >= 3 ? l : undefined;
+  })).map((l) => l.message);
+  assert.ok(logged.some((m) => m.includes('an MQTT packet of 268435455 bytes is larger than the limit of 327680 bytes')), logged.join('\n'));
+
+  // before a login, the process log tells
+  const raw = connectTcp(t.mqttPort, '127.0.0.1');
+  await new Promise((resolve) => raw.once('connect', resolve));
+  raw.write(Buffer.from([0x10, 0xff, 0xff, 0xff, 0x7f]));
+  await new Promise((resolve) => raw.once('close', resolve));
+  await eventually(async () => t.logs.some((l) => l.msg === 'MQTT connection closed: packet too large' && l.session === undefined));
+
+  // nothing was stored, and the broker keeps serving
+  assert.is(await countSecret(t, `${ROOT}/huge`), 0);
+  const ok = await connectMqtt(t, p.username, p.password);
+  await publish(ok, `${ROOT}/huge`, { small: 1 });
+  assert.is((await deviceOf(t, `${ROOT}/huge`)).small, 1);
+  await ok.endAsync();
 });
 
 broker.run();
