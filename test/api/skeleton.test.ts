@@ -52,6 +52,23 @@ api('when the OpenAPI document is asked for, then it is served as JSON', async (
   assert.ok(res.body.paths['/api/auth/local']);
 });
 
+api('when the interactive docs are asked for without a token, then 200 HTML with Swagger UI', async ({ t }) => {
+  const res = await t.call('GET', '/api/docs/', { token: null });
+  assert.is(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
+  assert.match(res.text, /swagger-ui/);
+  // The page's script loads the same document that /api/openapi.json serves.
+  const init = await t.call('GET', '/api/docs/swagger-ui-init.js', { token: null });
+  assert.is(init.status, 200);
+  assert.match(init.text, /"\/api\/auth\/local"/);
+});
+
+api('when the OpenAPI document is read, then every path starts with /api/', async ({ t }) => {
+  const paths = Object.keys((await t.call('GET', '/api/openapi.json', { token: null })).body.paths);
+  assert.ok(paths.length > 10, `the document declares the platform's paths (${paths.length})`);
+  assert.equal(paths.filter((p) => !p.startsWith('/api/')), []);
+});
+
 api('when an anonymous caller sends a bad body, then 401 comes before any verdict on the body', async ({ t }) => {
   const res = await t.call('POST', '/api/usergroups', { token: null, body: { name: 1 } });
   assert.is(res.status, 401);
