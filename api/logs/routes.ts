@@ -21,16 +21,28 @@ function decode(text: string): Cursor {
   throw ValidationError.field('cursor', 'is not a cursor this API returned');
 }
 
+/** The distinct lower-case values of a list parameter, given repeated, comma-separated or both. */
+function listOf(value: string | string[] | undefined): string[] {
+  const items = value === undefined ? [] : Array.isArray(value) ? value : [value];
+  return [...new Set(items.flatMap((v) => String(v).split(',')).map((v) => v.trim().toLowerCase()).filter(Boolean))];
+}
+
 /** `GET /api/logs`: newest first, only entries on resources the caller can read, paged by an opaque cursor. */
 export function logRoutes(deps: Deps): Router {
   const router = Router();
 
   router.get('/api/logs', async (req, res) => {
     const q = req.query as Record<string, string | undefined>;
+    const lists = req.query as Record<string, string | string[] | undefined>;
     const where: Expression<SqlBool>[] = [readableBy(principalOf(req), 'l.resource_id'), sql<SqlBool>`(l.expires_at IS NULL OR l.expires_at > now())`];
     if (q.resourceId) where.push(sql<SqlBool>`l.resource_id = ${q.resourceId}`);
     if (q.resourceType) where.push(sql<SqlBool>`l.resource_type = ${q.resourceType}`);
-    for (const key of ['type', 'priority', 'category'] as const) if (q[key]) where.push(sql<SqlBool>`l.${sql.ref(key)} = ${q[key]!.toLowerCase()}`);
+    // `type` and `priority` are lists (repeated or comma-separated); one value is a list of one.
+    for (const key of ['type', 'priority'] as const) {
+      const values = listOf(lists[key]);
+      if (values.length) where.push(sql<SqlBool>`l.${sql.ref(key)} = ANY(${values}::text[])`);
+    }
+    if (q.category) where.push(sql<SqlBool>`l.category = ${q.category.toLowerCase()}`);
     if (q.message) where.push(sql<SqlBool>`l.message ILIKE ${`%${q.message.replace(/[\\%_]/g, (c) => `\\${c}`)}%`}`);
     if (q.from) where.push(sql<SqlBool>`l.time >= ${new Date(q.from)}`);
     if (q.to) where.push(sql<SqlBool>`l.time < ${new Date(q.to)}`);
