@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser, type GivenUser } from '../users/given.js';
-import { DEVICE, TEMPLATES, givenDashboard, givenWidget } from './given.js';
+import { TEMPLATES, givenDashboard, givenWidget } from './given.js';
 
 interface Ctx {
   t: TestPlatform;
@@ -144,13 +144,90 @@ access('given a dashboard shared with a usergroup, when a member reads it, then 
   assert.is((await t.call('GET', `/api/dashboards/${d._id}`, { token: viewer.token })).status, 200);
 });
 
-access('given a shared dashboard with device widgets, when it is shared, then no right on its devices is given', async ({ t, viewer }) => {
-  const d = await givenDashboard(t, { name: 'Devices', widgets: [{ template: 'deviceValue', settings: TEMPLATES.deviceValue!.minimal }] });
+access('given a dashboard with a widget on a real device, when it is shared read-only, then the user sees the dashboard but not the device', async ({ t, viewer }) => {
+  const device = await t.call('POST', '/api/iotnodes', { body: { name: 'Boiler room sensor' } });
+  assert.is(device.status, 201, device.text);
+  const deviceId = device.body._id as string;
+  const d = await givenDashboard(t, { name: 'Devices', widgets: [{ template: 'deviceValue', settings: { ...TEMPLATES.deviceValue!.minimal, deviceId } }] });
   await share(t, d._id, viewer, ['read']);
-  const rights = await t.platform.deps.db.selectFrom('access_rights').selectAll().where('resource_id', '=', DEVICE).execute();
-  assert.equal(rights, []);
-  const seen = (await t.call('GET', `/api/dashboards/${d._id}`, { token: viewer.token })).body;
-  assert.is(seen.widgets[0].settings.deviceId, DEVICE);
+  const as = { token: viewer.token };
+  const seen = await t.call('GET', `/api/dashboards/${d._id}`, as);
+  assert.is(seen.status, 200, seen.text);
+  assert.is(seen.body.widgets[0].settings.deviceId, deviceId);
+  // The device exists and its owner sees it; the dashboard's reader does not.
+  assert.is((await t.call('GET', `/api/iotnodes/${deviceId}`)).status, 200);
+  assert.is((await t.call('GET', `/api/iotnodes/${deviceId}`, as)).status, 404);
+  const list = await t.call('GET', '/api/iotnodes', as);
+  assert.is(list.status, 200, list.text);
+  assert.not.ok(list.body.some((x: any) => x._id === deviceId));
+  assert.ok((await t.call('GET', '/api/iotnodes')).body.some((x: any) => x._id === deviceId));
+});
+
+access('given a designer who duplicates its dashboard, then the copy\'s DashboardCreated carries the designer as actor', async ({ t, designer }) => {
+  const mine = await givenDashboard(t, { name: 'Mine', widgets: [{ template: 'text', settings: text }] }, designer.token);
+  const copy = await t.call('POST', `/api/dashboards/${mine._id}/duplicate`, { token: designer.token });
+  assert.is(copy.status, 201, copy.text);
+  const [created] = await t.platform.deps.store.readStream(`dashboard-${copy.body._id}`);
+  assert.is(created!.type, 'DashboardCreated');
+  assert.is(created!.metadata.actor, designer.id);
+  assert.is((created!.data as any).createdBy, designer.id);
+});
+
+access('given installer, viewerBasic, viewerStandard and viewerFull, when they do anything but GET on a dashboard they may write, then 403 Forbidden and nothing changes', async ({ t }) => {
+  for (const role of ['installer', 'viewerBasic', 'viewerStandard', 'viewerFull']) {
+    const user = await givenUser(t, `dash-${role.toLowerCase()}`, { attributes: { roles: [role] } });
+    const d = await givenDashboard(t, { name: 'Shared' });
+    const w = await givenWidget(t, d._id, 'text');
+    await share(t, d._id, user, ['admin', 'write', 'read']);
+    const as = { token: user.token };
+    assert.is((await t.call('GET', `/api/dashboards/${d._id}`, as)).status, 200, role);
+    for (const [method, path, body] of [
+      ['POST', '/api/dashboards', { name: 'Mine' }],
+      ['PATCH', `/api/dashboards/${d._id}`, { name: 'Renamed' }],
+      ['PUT', `/api/dashboards/${d._id}/widgets/${w._id}`, { template: 'text', settings: { ...text, text: 'Changed' } }],
+      ['DELETE', `/api/dashboards/${d._id}`, undefined],
+    ] as const) {
+      const res = await t.call(method, path, body === undefined ? as : { ...as, body });
+      assert.is(res.status, 403, `${role} ${method} ${path}: ${res.status} ${res.text}`);
+      assert.is(res.text, 'Forbidden');
+    }
+    const after = (await t.call('GET', `/api/dashboards/${d._id}`)).body;
+    assert.equal([after.name, after.widgets[0].settings.text], ['Shared', text.text], role);
+  }
+});
+
+access('given no token or a bad one, when a dashboard route is called, then 401', async ({ t }) => {
+  const d = await givenDashboard(t);
+  const [header, payload] = t.adminToken.split('.');
+  const forged = `${header}.${payload}.${Buffer.from('not the signature').toString('base64url')}`;
+  for (const token of [null, 'not-a-jwt', forged]) {
+    for (const [method, path, body] of [
+      ['GET', '/api/dashboards', undefined],
+      ['GET', `/api/dashboards/${d._id}`, undefined],
+      ['POST', '/api/dashboards', { name: 'Anonymous' }],
+      ['POST', `/api/dashboards/${d._id}/widgets`, { template: 'text', settings: text }],
+      ['DELETE', `/api/dashboards/${d._id}`, undefined],
+    ] as const) {
+      const res = await t.call(method, path, body === undefined ? { token } : { token, body });
+      assert.is(res.status, 401, `${String(token).slice(0, 12)} ${method} ${path}: ${res.status}`);
+    }
+  }
+  assert.is((await t.call('GET', `/api/dashboards/${d._id}`)).status, 200);
+});
+
+access('given a dashboard the caller cannot see, when it adds, deletes or duplicates a widget, then 404 and nothing changes', async ({ t, reader }) => {
+  const d = await givenDashboard(t, { name: 'Hidden' });
+  const w = await givenWidget(t, d._id, 'text');
+  const as = { token: reader.token };
+  for (const res of [
+    await t.call('POST', `/api/dashboards/${d._id}/widgets`, { ...as, body: { template: 'text', settings: text } }),
+    await t.call('DELETE', `/api/dashboards/${d._id}/widgets/${w._id}`, as),
+    await t.call('POST', `/api/dashboards/${d._id}/widgets/${w._id}/duplicate`, as),
+  ]) {
+    assert.is(res.status, 404, res.text);
+  }
+  const after = (await t.call('GET', `/api/dashboards/${d._id}`)).body;
+  assert.equal(after.widgets.map((x: any) => x._id), [w._id]);
 });
 
 access.run();
