@@ -111,7 +111,16 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
       ingest.registry.putSecret(deviceId, secret);
       return deviceId;
     });
-    const { state } = await write(deps, context, deviceStream(id), deviceDecider, { type: 'ClaimDevice', id, userId: principal.id, at: context.now });
+    // Only a device a credentials set reports is claimable: one created over REST (or whose set is gone) answers as an unknown secret,
+    // since knowing a secret must not hand out rights on a device someone else owns.
+    const claimable: typeof deviceDecider = {
+      ...deviceDecider,
+      decide(command, state) {
+        if (state.status === 'active' && (state.credentialsSetId === null || !ingest.registry.credentialsSet(state.credentialsSetId))) throw new NotFoundError(DEVICE_NOT_FOUND);
+        return deviceDecider.decide(command, state);
+      },
+    };
+    const { state } = await write(deps, context, deviceStream(id), claimable, { type: 'ClaimDevice', id, userId: principal.id, at: context.now });
     // The credentials set's access rights pass to the device; the claiming user gets the rights the set holds.
     const setId = state.status === 'active' ? state.credentialsSetId : null;
     const records = setId ? await deps.db.selectFrom('access_rights').selectAll().where('resource_id', '=', setId).execute() : [];

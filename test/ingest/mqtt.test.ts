@@ -137,6 +137,33 @@ broker('claim: when a user claims a device by its secret, then the user gets acc
   await c.endAsync();
 });
 
+broker('claim: when the device was created over REST or its credentials set is gone, then claiming it by its secret answers 404 and grants nothing', async ({ t, p }) => {
+  const claimer = await givenUser(t, 'claimer', { attributes: { roles: ['installer'] } });
+  // the second secret is also a reserved topic: the REST device still belongs to its creator alone
+  const secrets = ['svc/generic/v2/made-over-rest', `${ROOT}/made-over-rest`];
+  for (const secret of secrets) {
+    const made = await t.call('POST', '/api/iotnodes', { body: { name: 'REST device', secret } });
+    assert.is(made.status, 201, made.text);
+  }
+  const reserved = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: `${ROOT}/made-over-rest`, basicCredentialsSetId: p.setId } });
+  assert.is(reserved.status, 201, reserved.text);
+
+  const gone = await givenProvider(t, 'gone', [`${ROOT}/gone`]);
+  const c = await connectMqtt(t, gone.username, gone.password);
+  await publish(c, `${ROOT}/gone`, { v: 1 });
+  await deviceOf(t, `${ROOT}/gone`);
+  await c.endAsync();
+  assert.is((await t.call('DELETE', `/api/basic-credentials-sets/${gone.setId}`)).status, 204);
+
+  for (const secret of [...secrets, `${ROOT}/gone`]) {
+    const device = await deviceOf(t, secret);
+    const claim = await t.call('POST', '/api/iotnodes/claim', { token: claimer.token, body: { secret } });
+    assert.is(claim.status, 404, `${secret}: ${claim.text}`);
+    assert.is((await t.call('GET', `/api/iotnodes/${device._id}`, { token: claimer.token })).status, 404, secret);
+    assert.is((await t.call('PUT', `/api/iotnodes/${device._id}`, { token: claimer.token, body: { description: 'mine' } })).status, 404, secret);
+  }
+});
+
 broker('when the password is wrong or the username unknown, then the login is refused and a wrong password is logged on the set', async ({ t, p }) => {
   const wrong = await connectMqtt(t, p.username, 'not-the-password').then(() => null, (e: Error) => e);
   assert.ok(wrong, 'wrong password refused');
