@@ -41,6 +41,13 @@ interface DeviceInfo {
   secret: string | null;
 }
 
+interface Strikes {
+  /** Times of the recent time-outs, within the window. */
+  at: number[];
+  /** When the suspension ends; 0 or past when not suspended. */
+  until: number;
+}
+
 interface Link {
   translator: Loaded;
   parameters: Record<string, unknown>;
@@ -55,11 +62,15 @@ interface Chain {
 
 /** Device documents kept for chained translators (each reads the device it runs on). */
 const MAX_CACHED_DOCS = 20_000;
+/** Strike records kept per translator version before stale ones are swept. */
+const MAX_STRIKE_RECORDS = 1_000;
 /**
  * A translator version that runs into its deadline this many times within
- * the window is suspended for the window: every time-out holds the ingest
- * pipeline for a whole second, so a looping decoder must not stall every
- * other device's data.
+ * the window on one device's uplinks is suspended for that device for the
+ * window: every time-out holds the ingest pipeline for a whole second, so one
+ * device whose payloads make its decoder loop must not stall every other
+ * device's data. Strikes count per (translator version, device), so the other
+ * devices using the same version keep decoding.
  */
 export const SUSPEND_AFTER_TIMEOUTS = 3;
 export const SUSPEND_WINDOW_MS = 60_000;
@@ -92,9 +103,10 @@ function encodedDataOf(value: unknown): EncodedData | 'invalid' | null {
  * `debug`/`system` log entry on the device kept 6 hours; a chained
  * translator's failure ends the chain, keeps what came before, and logs nothing.
  * A translator version that times out `SUSPEND_AFTER_TIMEOUTS` times within
- * `SUSPEND_WINDOW_MS` is not run for the next window (the decoder's uplinks
- * are stored undecoded, with a log entry), so one looping translator cannot
- * hold up every device's data.
+ * `SUSPEND_WINDOW_MS` on one device is not run for that device for the next
+ * window, whatever its payloads (its raw uplinks are stored undecoded, with a
+ * log entry), so one device's looping payloads cannot hold up every device's
+ * data; other devices keep running the same version.
  *
  * `additionalDeviceUpdates[i].identifier` is the `secret` of a device created
  * by the same user as the gateway (for MQTT devices: the creator of the
@@ -108,8 +120,8 @@ export class Translation implements Decoder {
   private chains = new Map<string, Chain>();
   private docs = new Map<string, DeviceDoc>();
   private generation = 0;
-  /** Translator id → times of its recent time-outs, and when a suspension ends. */
-  private timeouts = new Map<string, { at: number[]; until: number }>();
+  /** Translator id → device id → its recent time-outs on that device's uplinks, and when its suspension ends. */
+  private timeouts = new Map<string, Map<string, Strikes>>();
   private readonly logs: LogWriter;
   /** Translator calls made, hardware decoders and chained alike. */
   calls = 0;
@@ -157,11 +169,15 @@ export class Translation implements Decoder {
     const chain = this.chainOf(deviceId, info);
     const raw = encodedDataOf(payload.encodedData);
     const decodes = raw !== null && chain.decoder !== undefined;
-    if (!decodes && chain.chained.length === 0) return null;
+    if (!decodes && chain.chained.length === 0) {
+      // The cached document (read by chained translators) would miss this report.
+      this.docs.delete(deviceId);
+      return null;
+    }
     return this.run(deviceId, info, chain, raw, payload, receivedAt).catch((err: unknown) => {
       // A fault of the host, not of a translator: store the report as it came.
       this.log.error({ err, deviceId }, 'decoding an uplink failed');
-      return { payload, updates: [] };
+      return this.undecoded(deviceId, payload);
     });
   }
 
@@ -176,12 +192,17 @@ export class Translation implements Decoder {
       const { translator } = chain.decoder;
       if (raw === 'invalid') {
         this.logFailure(deviceId, translator, 'encodedData must be {hexEncoded: <hex string of whole bytes>, port: <number>}', 'input');
-        return { payload, updates: [] };
+        return this.undecoded(deviceId, payload);
       }
-      const suspended = this.suspendedUntil(translator.id);
+      const suspended = this.suspendedUntil(translator.id, deviceId);
       if (suspended) {
-        this.logFailure(deviceId, translator, `suspended until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs within ${SUSPEND_WINDOW_MS / 1000} s; the uplink is stored undecoded`, 'suspended');
-        return { payload, updates: [] };
+        this.logFailure(
+          deviceId,
+          translator,
+          `suspended for this device until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs on its uplinks within ${SUSPEND_WINDOW_MS / 1000} s; the uplink is stored undecoded`,
+          'suspended',
+        );
+        return this.undecoded(deviceId, payload);
       }
       try {
         const program = await this.program(translator);
@@ -191,17 +212,17 @@ export class Translation implements Decoder {
         updates = out.additionalDeviceUpdates ?? [];
       } catch (error) {
         if (!isTranslatorError(error)) throw error;
-        if (error.kind === 'timeout') this.strike(translator.id);
-        const where = error.line !== undefined ? ` (line ${error.line})` : '';
-        this.logFailure(deviceId, translator, `${error.message}${where}`, error.kind, { ...(error.key ? { key: error.key } : {}), ...(error.logs.length ? { console: error.logs } : {}) });
-        return { payload, updates: [] };
+        if (error.kind === 'timeout') this.strike(translator.id, deviceId);
+        // The sandbox's message already ends with the line and column, when it has them.
+        this.logFailure(deviceId, translator, error.message, error.kind, { ...(error.key ? { key: error.key } : {}), ...(error.logs.length ? { console: error.logs } : {}) });
+        return this.undecoded(deviceId, payload);
       }
     }
     if (chain.chained.length > 0) {
       const doc = await this.docOf(deviceId);
       let iotnode: DeviceDoc = { ...doc, ...reportableFields(merged, false).kept, _id: deviceId, reportedAt: receivedAt };
       for (const link of chain.chained) {
-        if (this.suspendedUntil(link.translator.id)) break;
+        if (this.suspendedUntil(link.translator.id, deviceId)) break;
         try {
           const program = await this.program(link.translator);
           this.calls++;
@@ -211,13 +232,26 @@ export class Translation implements Decoder {
           if (out.additionalDeviceUpdates) updates = [...updates, ...out.additionalDeviceUpdates];
         } catch (error) {
           if (!isTranslatorError(error)) throw error;
-          if (error.kind === 'timeout') this.strike(link.translator.id);
+          if (error.kind === 'timeout') this.strike(link.translator.id, deviceId);
           break;
         }
       }
       this.remember(deviceId, applyReport(doc, [], reportableFields(merged, false).kept));
     }
     return { payload: merged, updates: this.subDevices(deviceId, info, updates) };
+  }
+
+  /**
+   * The report is stored as it came (the decoder failed, is suspended, or
+   * the encodedData is invalid). Its fields still reach the device, so the
+   * cached document that chained translators read is brought up to date with
+   * them, as after a decoded report; the read model may not have them yet
+   * when the next uplink arrives.
+   */
+  private undecoded(deviceId: string, payload: DeviceDoc): Decoded {
+    const cached = this.docs.get(deviceId);
+    if (cached) this.remember(deviceId, applyReport(cached, [], reportableFields(payload, false).kept));
+    return { payload, updates: [] };
   }
 
   private subDevices(gatewayId: string, gateway: DeviceInfo, updates: { identifier: string; result: Record<string, unknown> }[]): Decoded['updates'] {
@@ -266,23 +300,35 @@ export class Translation implements Decoder {
     );
   }
 
-  private strike(translatorId: string): void {
+  private strike(translatorId: string, deviceId: string): void {
     const now = Date.now();
-    const entry = this.timeouts.get(translatorId) ?? { at: [], until: 0 };
+    let devices = this.timeouts.get(translatorId);
+    if (!devices) this.timeouts.set(translatorId, (devices = new Map()));
+    const entry = devices.get(deviceId) ?? { at: [], until: 0 };
     entry.at = [...entry.at.filter((t) => now - t < SUSPEND_WINDOW_MS), now];
     if (entry.at.length >= SUSPEND_AFTER_TIMEOUTS) {
       entry.until = now + SUSPEND_WINDOW_MS;
       entry.at = [];
-      this.log.warn({ translatorId }, 'translator suspended after repeated time-outs');
+      this.log.warn({ translatorId, deviceId }, 'translator suspended for a device after repeated time-outs');
     }
-    this.timeouts.set(translatorId, entry);
+    devices.set(deviceId, entry);
+    if (devices.size > MAX_STRIKE_RECORDS) {
+      for (const [id, e] of devices) if (e.until <= now && e.at.every((t) => now - t >= SUSPEND_WINDOW_MS)) devices.delete(id);
+    }
   }
 
-  /** When the translator's suspension ends, or 0 when it runs. */
-  private suspendedUntil(translatorId: string): number {
-    const entry = this.timeouts.get(translatorId);
-    if (!entry || entry.until <= Date.now()) return 0;
-    return entry.until;
+  /** When the translator's suspension for this device ends, or 0 when it runs. */
+  private suspendedUntil(translatorId: string, deviceId: string): number {
+    const devices = this.timeouts.get(translatorId);
+    const entry = devices?.get(deviceId);
+    if (!entry) return 0;
+    const now = Date.now();
+    if (entry.until > now) return entry.until;
+    if (entry.at.every((t) => now - t >= SUSPEND_WINDOW_MS)) {
+      devices!.delete(deviceId);
+      if (devices!.size === 0) this.timeouts.delete(translatorId);
+    }
+    return 0;
   }
 
   private async program(translator: Loaded): Promise<Program> {
@@ -368,6 +414,7 @@ export class Translation implements Decoder {
     this.devices.delete(id);
     this.chains.delete(id);
     this.docs.delete(id);
+    for (const devices of this.timeouts.values()) devices.delete(id);
   }
 
   /** Keeps the index current; applied by the projection runner in global order. Every step is idempotent. */

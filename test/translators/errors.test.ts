@@ -64,7 +64,7 @@ const errors = suite<{ t: TestPlatform; p: Provider; device: string; count: numb
 
 errors.before(async (ctx) => {
   ctx.t = await startTestPlatform();
-  ctx.p = await givenProvider(ctx.t, 'hostile', ['svc/generic/v2/hostile/one']);
+  ctx.p = await givenProvider(ctx.t, 'hostile', ['svc/generic/v2/hostile/one', 'svc/generic/v2/hostile/spec']);
   await givenTranslator(ctx.t, { name: 'hostile-decoder', version: '1.0.0', match: {}, spec, code: hostile });
   ctx.device = (await givenDevice(ctx.t, { name: 'hostile', translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] }))._id;
   ctx.count = 0;
@@ -132,8 +132,9 @@ errors('when a decoder returns a non-object, null, or a non-object result, then 
   await misbehaves(ctx, 15, /\(result\): result must be an object of fields/);
 });
 
-errors('when a decoder throws, then the message is logged', async (ctx) => {
-  await misbehaves(ctx, 16, /\(runtime\): .*frame too short/);
+errors('when a decoder throws, then the message is logged with its line and column, once', async (ctx) => {
+  const entry = await misbehaves(ctx, 16, /\(runtime\): .*frame too short/);
+  assert.is(entry.message, 'Translator hostile-decoder 1.0.0 failed (runtime): Error: frame too short (line 12, column 30)');
 });
 
 errors('when additionalDeviceUpdates is not a list, or the return value has an unknown key, then it is rejected and logged', async (ctx) => {
@@ -198,6 +199,40 @@ errors('when an escape arrives over MQTT, then the broker keeps serving and the 
   await c.endAsync();
 });
 
+errors('when a decoder reached over MQTT violates its spec, then the raw uplink is stored undecoded and the device gets the same log entry as over HTTP', async (ctx) => {
+  const { t, p } = ctx;
+  const topic = 'svc/generic/v2/hostile/spec';
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { hello: 1 });
+  const mqttDevice = await deviceOf(t, topic);
+  const put = await t.call('PUT', `/api/iotnodes/${mqttDevice._id}`, { body: { translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] } });
+  assert.is(put.status, 200, put.text);
+  await publish(c, topic, { encodedData: { hexEncoded: 'abcd', port: 10 }, rssi: -80 });
+  const logs = await logsAtLeast(t, mqttDevice._id, 1);
+  const entry = logs[0]!;
+  assert.is(entry.message, "Translator hostile-decoder 1.0.0 failed (spec): humidity: not declared in the translator's spec");
+  assert.is(entry.type, 'debug');
+  assert.is(entry.category, 'system');
+  assert.is(entry.priority, 'low');
+  assert.equal({ translator: entry.data?.translator, version: entry.data?.version, kind: entry.data?.kind, key: entry.data?.key }, { translator: 'hostile-decoder', version: '1.0.0', kind: 'spec', key: 'humidity' });
+  const kept = Date.parse(entry.expiresAt!) - Date.parse(entry.time);
+  assert.ok(Math.abs(kept - 6 * 3600 * 1000) < 5000, `kept 6 hours, not ${kept} ms`);
+  const stored = (await t.call('GET', `/api/iotnodes/${mqttDevice._id}`)).body;
+  assert.equal(stored.encodedData, { hexEncoded: 'abcd', port: 10 }, 'the raw uplink is stored');
+  assert.is(stored.rssi, -80);
+  assert.is(stored.humidity, undefined, 'nothing of the rejected translation is applied');
+
+  await publish(c, topic, { encodedData: { hexEncoded: climateHex(9.5, 0, 0), port: 1 } });
+  const decoded = await eventually(async () => {
+    const d = await t.call('GET', `/api/iotnodes/${mqttDevice._id}`);
+    return d.body.temperature === 9.5 ? d.body : undefined;
+  }, 5000, 'the next MQTT uplink decoded');
+  assert.is(decoded.encodedData.port, 1);
+  await settle();
+  assert.is((await logsOf(t, mqttDevice._id)).length, 1, 'the successful translation writes no log');
+  await c.endAsync();
+});
+
 errors('when encodedData is not a hex string with a port, then HTTP answers 422 and MQTT stores it undecoded with a log entry', async (ctx) => {
   const { t, device, p } = ctx;
   const bad = await t.call('POST', `/api/iotnodes/${device}/uplinks`, { body: { encodedData: { hexEncoded: 'xyz', port: 1 } } });
@@ -227,8 +262,35 @@ errors('when a decoder times out three times within a minute, then it is suspend
   assert.equal(stored.encodedData, { hexEncoded: 'beef', port: 1 });
   assert.is(t.platform.translation.calls, calls, 'a suspended decoder is not run');
   const suspended = await logsAtLeast(t, looping, 4);
-  assert.match(suspended[0]!.message, /^Translator always-loops 1\.0\.0 failed \(suspended\): suspended until /);
+  assert.match(suspended[0]!.message, /^Translator always-loops 1\.0\.0 failed \(suspended\): suspended for this device until /);
   assert.is((await uplink(t, device, climateHex(7, 0, 0), 1)).temperature, 7, 'another translator is unaffected');
+});
+
+errors('when one device’s payloads make a shared decoder loop three times within a minute, then only that device is suspended: another device on the same decoder decodes normally', async (ctx) => {
+  const { t } = ctx;
+  const preferences = [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }];
+  const a = (await givenDevice(t, { name: 'looping payloads', translatorPreferences: preferences }))._id;
+  const b = (await givenDevice(t, { name: 'neighbour', translatorPreferences: preferences }))._id;
+  for (let i = 0; i < 3; i++) await uplink(t, a, 'abcd', 30);
+  assert.ok((await logsAtLeast(t, a, 3)).every((l) => /failed \(timeout\)/.test(l.message)));
+
+  const calls = t.platform.translation.calls;
+  const started = Date.now();
+  const neighbour = await uplink(t, b, climateHex(17.5, 0, 0), 1);
+  assert.is(neighbour.temperature, 17.5, 'the next uplink of another device decodes normally');
+  assert.is(t.platform.translation.calls, calls + 1);
+  assert.ok(Date.now() - started < 1000, 'without waiting for a deadline');
+  await settle();
+  assert.equal(await logsOf(t, b), [], 'the other device has no log entry');
+
+  // The suspended device stays suspended for the window, even for a payload that would decode.
+  const own = await uplink(t, a, climateHex(18.5, 0, 0), 1);
+  assert.is(own.temperature, undefined, 'the suspended device’s uplink is stored undecoded');
+  assert.equal(own.encodedData, { hexEncoded: climateHex(18.5, 0, 0), port: 1 });
+  assert.is(t.platform.translation.calls, calls + 1, 'the decoder is not run for the suspended device');
+  const logs = await logsAtLeast(t, a, 4);
+  assert.match(logs[0]!.message, /^Translator hostile-decoder 1\.0\.0 failed \(suspended\): suspended for this device until \S+ after 3 time-outs on its uplinks within 60 s; the uplink is stored undecoded$/);
+  assert.is((await uplink(t, b, climateHex(19.5, 0, 0), 1)).temperature, 19.5);
 });
 
 errors.run();

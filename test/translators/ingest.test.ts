@@ -13,7 +13,7 @@ const ingest = suite<{ t: TestPlatform; p: Provider }>('Translators at ingest: d
 
 ingest.before(async (ctx) => {
   ctx.t = await startTestPlatform();
-  ctx.p = await givenProvider(ctx.t, 'translators', [`${ROOT}/climate`, `${ROOT}/chain`]);
+  ctx.p = await givenProvider(ctx.t, 'translators', [`${ROOT}/climate`, `${ROOT}/chain`, `${ROOT}/gateway`]);
   await givenTranslator(ctx.t, { name: 'acme-climate', version: '1.0.0', match: { deviceModelName: 'acme-th-01' } });
   await givenTranslator(ctx.t, {
     name: 'daily-temperature',
@@ -163,6 +163,91 @@ ingest('given a chain whose later translator throws, when an uplink is decoded, 
   assert.is(after.comfortIndex, undefined);
   await settle();
   assert.equal(await logsOf(t, device._id), []);
+});
+
+ingest('given a gateway device on MQTT, when its decoder returns additionalDeviceUpdates, then each sub-device named by its secret gets its result as its own report', async ({ t, p }) => {
+  await givenTranslator(t, { name: 'acme-gateway-mqtt', match: {}, spec: gateway.spec, code: gateway.code });
+  const topic = `${ROOT}/gateway`;
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { hello: true });
+  const gw = await deviceOf(t, topic);
+  const put = await t.call('PUT', `/api/iotnodes/${gw._id}`, { body: { translatorPreferences: [{ name: 'acme-gateway-mqtt', version: '1.0.0', upgradePolicy: 'none' }] } });
+  assert.is(put.status, 200, put.text);
+  const a = await givenDevice(t, { name: 'mqtt sensor a', secret: 'sensor-0000001a' });
+  const b = await givenDevice(t, { name: 'mqtt sensor b', secret: 'sensor-0000001b' });
+  // Two sensors: 0000001a at 23.4 °C, 0000001b at -1.5 °C.
+  await publish(c, topic, { encodedData: { hexEncoded: '02' + '0000001a' + '00ea' + '0000001b' + 'fff1', port: 1 } });
+  const after = await deviceWhen(t, gw._id, (d) => d.connectedSensors === 2, 'the decoded gateway uplink');
+  assert.is(after.temperature, undefined, 'the sub-devices’ fields are not written on the gateway');
+  const sa = await deviceWhen(t, a._id, (d) => d.temperature !== undefined, 'sub-device a');
+  const sb = await deviceWhen(t, b._id, (d) => d.temperature !== undefined, 'sub-device b');
+  assert.is(sa.temperature, 23.4);
+  assert.is(sb.temperature, -1.5);
+  assert.ok(sa.reportedAt, 'a sub-device update is a report of that device');
+  await c.endAsync();
+  await settle();
+  assert.equal(await logsOf(t, gw._id), [], 'every identifier matched: no log entry');
+});
+
+ingest('given a decoder and two chained translators, when uplinks arrive, then the second reads the first’s output; when the last throws, the first two results are kept and no log is written', async ({ t }) => {
+  await givenTranslator(t, {
+    name: 'day-max-fahrenheit',
+    match: {},
+    description: 'The daily maximum of `temperatureDayMax` in °F, for displays that want it.',
+    spec: { temperatureDayMaxFahrenheit: { type: 'number', unit: '', quantity: 'temperatureFahrenheit' } },
+    code: `function translate(iotnode) {
+  if (iotnode.temperature < 0) throw new Error('below freezing: no display');
+  if (typeof iotnode.temperatureDayMax !== 'number') return {};
+  return { result: { temperatureDayMaxFahrenheit: _.round(iotnode.temperatureDayMax * 9 / 5 + 32, 1) } };
+}`,
+  });
+  const device = await givenDevice(t, {
+    name: 'three translators',
+    translatorPreferences: [
+      { name: 'acme-climate', version: '1.0.0', upgradePolicy: 'none' },
+      { name: 'daily-temperature', version: '1.0.0', upgradePolicy: 'none' },
+      { name: 'day-max-fahrenheit', version: '1.0.0', upgradePolicy: 'none' },
+    ],
+  });
+  let d = await uplink(t, device._id, climateHex(20, 40, 3000));
+  assert.is(d.temperatureDayMax, 20);
+  assert.is(d.temperatureDayMaxFahrenheit, 68, 'the second chained translator read the first one’s output of this uplink');
+  d = await uplink(t, device._id, climateHex(25, 40, 3000));
+  assert.is(d.temperatureDayMaxFahrenheit, 77);
+
+  d = await uplink(t, device._id, climateHex(-2, 40, 3000));
+  assert.is(d.temperature, -2, 'the decoder’s result is kept');
+  assert.is(d.temperatureDayCount, 3, 'the first chained translator’s result is kept');
+  assert.is(d.temperatureDayMean, 14.33);
+  assert.is(d.temperatureDayMaxFahrenheit, 77, 'the throwing translator wrote nothing');
+  await settle();
+  assert.equal(await logsOf(t, device._id), [], 'a later translator that throws writes no log');
+});
+
+ingest('given a decoder and a chained translator, when the decoder fails on an uplink, then the chained translator still sees that uplink’s other fields on the next one', async ({ t }) => {
+  await givenTranslator(t, {
+    name: 'label-echo',
+    match: {},
+    spec: { labelSeen: 'string' },
+    code: `function translate(iotnode) { return typeof iotnode.label === 'string' ? { result: { labelSeen: iotnode.label } } : {}; }`,
+  });
+  const device = await givenDevice(t, {
+    name: 'label reader',
+    translatorPreferences: [
+      { name: 'acme-climate', version: '1.0.0', upgradePolicy: 'none' },
+      { name: 'label-echo', version: '1.0.0', upgradePolicy: 'none' },
+    ],
+  });
+  const first = await uplink(t, device._id, climateHex(20, 40, 3000));
+  assert.is(first.labelSeen, undefined);
+  // Two bytes: the decoder throws, the report is stored undecoded with its label.
+  const failed = await uplink(t, device._id, '0102', 1, { label: 'north' });
+  assert.is(failed.label, 'north');
+  assert.is(failed.temperature, 20);
+  await logsAtLeast(t, device._id, 1);
+  const next = await uplink(t, device._id, climateHex(21, 40, 3000));
+  assert.is(next.temperature, 21);
+  assert.is(next.labelSeen, 'north', 'the chained translator saw the field of the undecoded report');
 });
 
 ingest('when the read models are rebuilt, then decoded fields come back from the events and no translator runs', async ({ t }) => {
