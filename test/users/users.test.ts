@@ -1,7 +1,9 @@
+import { sql } from 'kysely';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform.js';
 import { eventCount, givenUser } from './given.js';
+import { verifyPassword } from '../../domain/users/password.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const users = suite<{ t: TestPlatform }>('users');
@@ -202,6 +204,42 @@ users('when every user route answers, then no body carries a password hash', asy
   const list = await t.call('GET', '/api/users');
   assert.ok(list.body.length > 3);
   noSecrets(list.text);
+});
+
+/** What `hashPassword` stores: `scrypt$<16-byte salt, hex>$<32-byte key, hex>`. */
+const SCRYPT = /^scrypt\$[0-9a-f]{32}\$[0-9a-f]{64}$/;
+
+users('when a user is created or their password reset, then the event and the read model hold only a salted scrypt hash, never the plaintext', async ({ t }) => {
+  const created = await t.call('POST', '/api/users', { body: { username: 'hashed' } });
+  assert.is(created.status, 201, created.text);
+  const { id, temporaryPassword } = created.body as { id: string; temporaryPassword: string };
+  const storedHash = async () => (await t.platform.deps.db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirstOrThrow()).password_hash;
+
+  const [event] = await t.platform.deps.store.readStream(`user-${id}`);
+  assert.is(event!.type, 'UserCreated');
+  const eventHash = (event!.data as { passwordHash: string }).passwordHash;
+  const rowHash = await storedHash();
+  for (const [where, hash] of [['event', eventHash], ['read model', rowHash]] as const) {
+    assert.match(hash, SCRYPT, `the ${where} holds an scrypt hash`);
+    assert.ok(await verifyPassword(temporaryPassword, hash), `the ${where}'s hash is of the temporary password`);
+  }
+  assert.not.ok(JSON.stringify([event!.data, event!.metadata]).includes(temporaryPassword), 'the event does not hold the plaintext');
+  const { rows } = await sql<{ row: string }>`SELECT to_jsonb(u)::text AS row FROM users u WHERE id = ${id}::uuid`.execute(t.platform.deps.db);
+  assert.not.ok(rows[0]!.row.includes(temporaryPassword), 'the read-model row does not hold the plaintext');
+
+  const reset = await t.call('POST', `/api/users/${id}/reset-password`);
+  assert.is(reset.status, 200, reset.text);
+  const newPassword = reset.body.temporaryPassword as string;
+  const resetEvent = (await t.platform.deps.store.readStream(`user-${id}`)).at(-1)!;
+  assert.is(resetEvent.type, 'PasswordReset');
+  const resetHash = (resetEvent.data as { passwordHash: string }).passwordHash;
+  assert.match(resetHash, SCRYPT);
+  assert.is(await storedHash(), resetHash);
+  assert.not.ok(JSON.stringify([resetEvent.data, resetEvent.metadata]).includes(newPassword));
+  // Salted per password: the same scheme, a different salt.
+  assert.is.not(resetHash.split('$')[1], eventHash.split('$')[1]);
+  assert.ok(await verifyPassword(newPassword, resetHash));
+  assert.not.ok(await verifyPassword(temporaryPassword, resetHash));
 });
 
 users.run();
