@@ -2,6 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
+import { connectMqtt } from '../ingest/support.js';
 
 const prov = suite<{ t: TestPlatform; setId: string }>('Credentials sets, reserved topics and connectors');
 
@@ -100,6 +101,58 @@ prov('when a Generic connector has neither or both setups, or an external one wi
     const res = await t.call('POST', '/api/connectors', { body });
     assert.is(res.status, 422, JSON.stringify(body) + res.text);
   }
+});
+
+prov('when a credentials set is read and then deleted, then its reserved topics leave the list and its MQTT login is refused', async ({ t }) => {
+  const set = await t.call('POST', '/api/basic-credentials-sets', { body: { username: 'doomed', password: 'doomed-password' } });
+  assert.is(set.status, 201, set.text);
+  const topic = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: 'svc/tracker/v1/doomed', basicCredentialsSetId: set.body._id } });
+  assert.is(topic.status, 201, topic.text);
+  await (await connectMqtt(t, 'doomed', 'doomed-password')).endAsync();
+
+  const read = await t.call('GET', `/api/basic-credentials-sets/${set.body._id}`);
+  assert.is(read.status, 200, read.text);
+  assert.equal(Object.keys(read.body).sort(), ['_id', 'createdAt', 'username']);
+  assert.is(read.body._id, set.body._id);
+  assert.is(read.body.username, 'doomed');
+  assert.not.ok(read.text.includes('doomed-password') || read.text.includes('scrypt'));
+
+  assert.is((await t.call('DELETE', `/api/basic-credentials-sets/${set.body._id}`)).status, 204);
+  assert.is((await t.call('GET', `/api/basic-credentials-sets/${set.body._id}`)).status, 404);
+  assert.is((await t.call('DELETE', `/api/basic-credentials-sets/${set.body._id}`)).status, 404);
+  assert.not.ok((await t.call('GET', '/api/basic-credentials-sets')).body.some((x: { _id: string }) => x._id === set.body._id));
+  assert.not.ok((await t.call('GET', '/api/reserved-mqtt-topics')).body.some((x: { topic: string }) => x.topic === 'svc/tracker/v1/doomed'));
+  const login = await connectMqtt(t, 'doomed', 'doomed-password').then(() => null, (e: Error) => e);
+  assert.ok(login, 'the login of a deleted credentials set is refused');
+  // the username is free again
+  assert.is((await t.call('POST', '/api/basic-credentials-sets', { body: { username: 'doomed', password: 'new-password' } })).status, 201);
+});
+
+prov('when another user was granted nothing, then get and delete answer 404 and the lists are empty; a read grant shows the set, read-only', async ({ t }) => {
+  const set = await t.call('POST', '/api/basic-credentials-sets', { body: { username: 'private', password: 'private-password' } });
+  const topic = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: 'svc/meter/v1/private', basicCredentialsSetId: set.body._id } });
+  const connector = await t.call('POST', '/api/connectors', { body: { name: 'Private', basicCredentialsSetId: set.body._id, integration: 'Generic' } });
+  assert.ok(set.status === 201 && topic.status === 201 && connector.status === 201);
+  // every method is allowed to this role; the objects themselves are not
+  const other = await givenUser(t, 'other-admin', { attributes: { roles: ['admin'] } });
+  const as = { token: other.token };
+  for (const path of [`/api/basic-credentials-sets/${set.body._id}`, `/api/reserved-mqtt-topics/${topic.body._id}`, `/api/connectors/${connector.body._id}`]) {
+    assert.is((await t.call('GET', path, as)).status, 404, `GET ${path}`);
+    assert.is((await t.call('DELETE', path, as)).status, 404, `DELETE ${path}`);
+    assert.is((await t.call('GET', path)).status, 200, `${path} is still there`);
+  }
+  for (const path of ['/api/basic-credentials-sets', '/api/reserved-mqtt-topics', '/api/connectors']) {
+    const list = await t.call('GET', path, as);
+    assert.is(list.status, 200, path);
+    assert.equal(list.body, [], path);
+  }
+
+  const grant = await t.call('POST', '/api/access-rights', { body: { resourceType: 'credentialsSet', resourceId: set.body._id, subjectType: 'singleton', subjectId: other.id, scope: ['read'] } });
+  assert.ok(grant.status < 300, grant.text);
+  assert.equal((await t.call('GET', '/api/basic-credentials-sets', as)).body.map((x: { _id: string }) => x._id), [set.body._id]);
+  assert.is((await t.call('GET', `/api/basic-credentials-sets/${set.body._id}`, as)).status, 200);
+  assert.is((await t.call('DELETE', `/api/basic-credentials-sets/${set.body._id}`, as)).status, 403);
+  assert.equal((await t.call('GET', '/api/reserved-mqtt-topics', as)).body, []);
 });
 
 prov.run();
