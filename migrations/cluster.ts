@@ -95,6 +95,10 @@ export function startPrivateCluster(dataDir: string, name: string, options: Clus
     const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
     const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
     for (const dir of [root, pgdata, sockets]) chownSync(dir, uid, gid);
+    // The folders above `root` stay as they are; the server cannot start when one of them shuts `postgres` out.
+    if (spawnSync('runuser', ['-u', 'postgres', '--', 'test', '-w', root, '-a', '-x', root]).status !== 0) {
+      throw new Error(`the postgres user cannot reach ${root}: make that folder's parents searchable by it (for example chmod o+x on each), or choose another DATA_DIR`);
+    }
   }
   chmodSync(pgdata, 0o700);
   chmodSync(sockets, 0o700);
