@@ -150,18 +150,25 @@ function asNonFinite(value: unknown): NonFinite[] {
   return value.filter(isRecord).map((entry) => ({ path: String(entry.path), value: String(entry.value) }));
 }
 
-/** Frees a handle or a runtime without letting a dead engine throw at the caller. */
-function release(thing: { alive: boolean; dispose(): void } | undefined): void {
+/**
+ * Frees a handle or a runtime without letting a dead engine throw at the
+ * caller. False when freeing failed: the engine aborts when a runtime is freed
+ * while objects are still referenced (a leaked handle), and that is worth
+ * counting even though the instance, and whatever it held, is dropped anyway.
+ */
+function release(thing: { alive: boolean; dispose(): void } | undefined): boolean {
   try {
     if (thing?.alive) thing.dispose();
+    return true;
   } catch {
-    // The instance is being dropped; whatever it could not free goes with it.
+    return false;
   }
 }
 
 export class TranslatorContext {
   private timedOut = false;
   private failed = false;
+  private served = 0;
 
   private constructor(
     private readonly runtime: QuickJSRuntime,
@@ -175,6 +182,11 @@ export class TranslatorContext {
   /** True once the context ran into a failure; it must then be disposed, never reused. */
   get broken(): boolean {
     return this.failed;
+  }
+
+  /** Calls this context has taken so far (a lent context with calls > 0 is a reused warm one). */
+  get calls(): number {
+    return this.served;
   }
 
   /**
@@ -280,6 +292,7 @@ export class TranslatorContext {
    */
   call(argsJson: string): Returned {
     if (this.failed) throw new Error('a broken translator context was reused');
+    this.served++;
     const { context } = this;
     let json: string;
     const arg = context.newString(argsJson);
@@ -391,12 +404,10 @@ export class TranslatorContext {
     );
   }
 
-  dispose(): void {
+  /** Frees the context; false when the engine could not free everything (a leaked handle). */
+  dispose(): boolean {
     this.failed = true;
-    release(this.logsFn);
-    release(this.callFn);
-    release(this.harness);
-    release(this.context);
-    release(this.runtime);
+    const freed = [this.logsFn, this.callFn, this.harness, this.context, this.runtime].map(release);
+    return freed.every(Boolean);
   }
 }

@@ -16,6 +16,10 @@ export interface PoolStats {
   created: number;
   /** Contexts thrown away after a failure (timeout, memory, a throw). */
   discarded: number;
+  /** Calls served by a context that had already served one (a warm context reused, not rebuilt). */
+  reused: number;
+  /** Disposals where the engine could not free everything (a leaked handle); should stay 0. */
+  disposeFailures: number;
 }
 
 interface Waiter {
@@ -26,8 +30,8 @@ interface Waiter {
 export interface PoolHooks {
   /** Builds one context; also accounts for it sandbox-wide. */
   create(): Promise<TranslatorContext>;
-  /** Disposes one context; also accounts for it sandbox-wide. */
-  destroy(context: TranslatorContext): void;
+  /** Disposes one context; also accounts for it sandbox-wide. False when the disposal failed. */
+  destroy(context: TranslatorContext): boolean;
 }
 
 export class ContextPool {
@@ -36,6 +40,8 @@ export class ContextPool {
   private creating = 0;
   private created = 0;
   private discarded = 0;
+  private reused = 0;
+  private disposeFailures = 0;
   private closed = false;
 
   constructor(
@@ -53,7 +59,7 @@ export class ContextPool {
   take(): TranslatorContext | Promise<TranslatorContext> {
     if (this.closed) return Promise.reject(new Error('translator was unloaded'));
     const ready = this.idle.pop();
-    if (ready) return ready;
+    if (ready) return this.lend(ready);
     return new Promise<TranslatorContext>((resolve, reject) => {
       this.waiters.push({ resolve, reject });
       if (this.creating < this.waiters.length) this.build();
@@ -64,14 +70,14 @@ export class ContextPool {
   giveBack(context: TranslatorContext): void {
     if (context.broken || this.closed) {
       if (context.broken) this.discarded++;
-      this.hooks.destroy(context);
+      this.destroy(context);
       this.fill();
       return;
     }
     const waiter = this.waiters.shift();
-    if (waiter) waiter.resolve(context);
+    if (waiter) waiter.resolve(this.lend(context));
     else if (this.idle.length < this.size) this.idle.push(context);
-    else this.hooks.destroy(context);
+    else this.destroy(context);
   }
 
   /** Tops the pool up to its size in the background. */
@@ -83,18 +89,34 @@ export class ContextPool {
   evictOne(): boolean {
     const context = this.idle.shift();
     if (!context) return false;
-    this.hooks.destroy(context);
+    this.destroy(context);
     return true;
   }
 
   stats(): PoolStats {
-    return { warm: this.idle.length, creating: this.creating, created: this.created, discarded: this.discarded };
+    return {
+      warm: this.idle.length,
+      creating: this.creating,
+      created: this.created,
+      discarded: this.discarded,
+      reused: this.reused,
+      disposeFailures: this.disposeFailures,
+    };
   }
 
   close(): void {
     this.closed = true;
-    for (const context of this.idle.splice(0)) this.hooks.destroy(context);
+    for (const context of this.idle.splice(0)) this.destroy(context);
     for (const waiter of this.waiters.splice(0)) waiter.reject(new Error('translator was unloaded'));
+  }
+
+  private lend(context: TranslatorContext): TranslatorContext {
+    if (context.calls > 0) this.reused++;
+    return context;
+  }
+
+  private destroy(context: TranslatorContext): void {
+    if (!this.hooks.destroy(context)) this.disposeFailures++;
   }
 
   private build(): void {

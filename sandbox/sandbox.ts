@@ -47,6 +47,10 @@ export interface SandboxStats {
   contexts: number;
   created: number;
   discarded: number;
+  /** Calls served by a warm context that had already served one, across every translator loaded so far. */
+  reused: number;
+  /** Context disposals where the engine could not free everything (a leaked handle); should stay 0. */
+  disposeFailures: number;
 }
 
 export interface Sandbox {
@@ -87,6 +91,9 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
   let live = 0;
   let created = 0;
   let discarded = 0;
+  let disposeFailures = 0;
+  /** Reuses counted by pools that were closed since (unloaded or replaced translators). */
+  let reusedByClosedPools = 0;
   let disposed = false;
 
   function assertOpen(): void {
@@ -114,10 +121,12 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
     }
   }
 
-  function destroy(context: TranslatorContext): void {
+  function destroy(context: TranslatorContext): boolean {
     if (context.broken) discarded++;
-    context.dispose();
+    const clean = context.dispose();
+    if (!clean) disposeFailures++;
     live--;
+    return clean;
   }
 
   function touch(key: string, entry: Entry): void {
@@ -191,18 +200,23 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
     if (!entry) return;
     entries.delete(key);
     entry.pool.close();
+    reusedByClosedPools += entry.pool.stats().reused;
   }
 
   return {
     async compile(code) {
       assertOpen();
       const context = await TranslatorContext.create(code, limits);
-      context.dispose();
+      if (!context.dispose()) disposeFailures++;
     },
     load,
     get: (key) => entries.get(key)?.program,
     unload,
-    stats: () => ({ programs: entries.size, contexts: live, created, discarded }),
+    stats: () => {
+      let reused = reusedByClosedPools;
+      for (const entry of entries.values()) reused += entry.pool.stats().reused;
+      return { programs: entries.size, contexts: live, created, discarded, reused, disposeFailures };
+    },
     dispose() {
       disposed = true;
       for (const key of [...entries.keys()]) unload(key);

@@ -1,0 +1,73 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createSandbox, type Program, type Sandbox } from '../../sandbox/index.js';
+import { rejection } from './fixtures.js';
+
+/**
+ * A decoder whose context counts its own calls: the count goes on from one
+ * call to the next in a reused warm context and restarts at 1 in a new one.
+ * Port 1 decodes; ports 2 to 4 throw, loop, and exhaust the heap.
+ */
+const counting = `
+var calls = 0;
+function translate({ encodedData }) {
+  calls++;
+  if (encodedData.port === 2) throw new Error('bad frame');
+  if (encodedData.port === 3) while (true) {}
+  if (encodedData.port === 4) { const chunks = []; for (;;) chunks.push('x'.repeat(1024 * 1024) + chunks.length); }
+  return { result: { calls } };
+}
+`;
+
+const pool = suite<{ sandbox: Sandbox; program: Program }>('sandbox: the warm context pool');
+
+pool.before(async (context) => {
+  context.sandbox = createSandbox({ poolSize: 1, timeoutMs: 250 });
+  context.program = await context.sandbox.load({ key: 'counting@1.0.0', code: counting, spec: { calls: { type: 'number', unit: '', quantity: 'count' } } });
+});
+pool.after((context) => {
+  context.sandbox.dispose();
+});
+
+const decode = async (program: Program) => (await program.decode({ hexEncoded: '', port: 1 })).result.calls;
+
+pool('given a loaded translator, when it is called several times in a row, then every call after the first reuses the same warm context', async ({ program, sandbox }) => {
+  const before = program.stats();
+  const counts = [];
+  for (let i = 0; i < 10; i++) counts.push(await decode(program));
+  assert.equal(counts, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 'one context served every call');
+  const after = program.stats();
+  assert.is(after.reused - before.reused, 9);
+  assert.is(after.created, before.created, 'no context was built for these calls');
+  assert.is(after.disposeFailures, 0);
+  assert.is(sandbox.stats().reused, after.reused);
+});
+
+pool('given a throw, a time-out and an out-of-memory failure, when each context is disposed, then no disposal fails and the next call starts a fresh context', async ({ program, sandbox }) => {
+  const failures: [number, 'runtime' | 'timeout' | 'memory'][] = [[2, 'runtime'], [3, 'timeout'], [4, 'memory']];
+  for (const [port, kind] of failures) {
+    const before = program.stats();
+    await rejection(program.decode({ hexEncoded: '', port }), kind);
+    const failed = program.stats();
+    assert.is(failed.discarded, before.discarded + 1, `the ${kind} context was discarded`);
+    assert.is(failed.disposeFailures, 0, `disposing after a ${kind} failure freed everything`);
+    assert.is(await decode(program), 1, `after the ${kind} failure the next call runs in a new context`);
+    assert.is(program.stats().reused, failed.reused, `a context that failed (${kind}) is never reused`);
+    assert.is(await decode(program), 2, 'the new context is then reused');
+    assert.is(program.stats().reused, failed.reused + 1);
+  }
+  assert.is(sandbox.stats().disposeFailures, 0);
+});
+
+pool('given the sandbox, when translators are unloaded and code is compiled at upload, then those disposals free everything too', async ({ sandbox }) => {
+  await sandbox.compile(counting);
+  const other = await sandbox.load({ key: 'other@1.0.0', code: counting, spec: { calls: 'number' } });
+  assert.is(await decode(other), 1);
+  assert.is(await decode(other), 2);
+  const reused = sandbox.stats().reused;
+  sandbox.unload('other@1.0.0');
+  assert.is(sandbox.stats().reused, reused, 'reuses of an unloaded translator stay counted');
+  assert.is(sandbox.stats().disposeFailures, 0);
+});
+
+pool.run();
