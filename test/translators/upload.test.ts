@@ -86,6 +86,11 @@ upload('when the code is larger than 256 KiB, then 413 names the cap', async ({ 
   await refused(t, { name: 'too-big', code }, 413, /^ERR - code is larger than 262144 bytes/);
 });
 
+upload('when the code is larger than the 1 MiB JSON body limit, then the generic body-size 413 answers before any translator check', async ({ t }) => {
+  const code = `function translate() { return {}; }\n//${'x'.repeat(1024 * 1024)}`;
+  await refused(t, { name: 'far-too-big', code }, 413, /^ERR - body is larger than 1048576 bytes$/);
+});
+
 upload('when the code never defines translate, then 422 says so', async ({ t }) => {
   await refused(t, { name: 'no-translate', code: 'function decode() { return {}; }' }, 422, /^ERR - code .*translate/);
 });
