@@ -171,7 +171,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
           lastRefusalLog = now;
           refusedConnects = 0;
         }
-        return callback(new Error('too many connections'), false);
+        return callback(refusal('too many connections'), false);
       }
       b.tokens -= 1;
       if (buckets.size > 10_000) for (const [k, v] of buckets) if (now - v.at > 60_000) buckets.delete(k);
