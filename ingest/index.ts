@@ -9,7 +9,7 @@ import { IngestPipeline, type PipelineOptions } from './pipeline.js';
 import { LogWriter } from './logWriter.js';
 import { startBroker, type Broker } from './broker.js';
 import { ChangeSubscriber, mqttDelivery } from './output.js';
-import { httpDelivery } from './http.js';
+import { HttpChannels } from './http.js';
 
 /**
  * The data path: the registry the broker decides with, the ingest pipeline,
@@ -34,7 +34,7 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
   const logs = new LogWriter(store, log);
   const pipeline = new IngestPipeline(store, db, registry, logs, log, options);
   let output: ChangeSubscriber | null = null;
-  let http: ChangeSubscriber | null = null;
+  let http: HttpChannels | null = null;
   let purge: NodeJS.Timeout | null = null;
 
   const ingest: Ingest = {
@@ -48,7 +48,7 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
       ingest.broker = broker;
       const has = (test: (protocol: string) => boolean) => (deviceId: string) => registry.channelsOf(deviceId).some((c) => test(c.protocol));
       output = new ChangeSubscriber('output-mqtt', store, db, log, mqttDelivery(registry, (topic, payload) => broker.publish(topic, payload, 1), logs, () => broker.holdConsumers()), has((p) => p !== 'http'));
-      http = new ChangeSubscriber('channels-http', store, db, log, httpDelivery(registry, logs, log), has((p) => p === 'http'));
+      http = new HttpChannels(store, db, registry, logs, log);
       await output.start();
       await http.start();
       purge = setInterval(() => {

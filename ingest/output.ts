@@ -20,6 +20,8 @@ export interface ChangeMessage {
 export interface Change {
   deviceId: string;
   message: ChangeMessage;
+  /** The global position of the event that made the change. */
+  position: Position;
 }
 
 const CHANGE_EVENTS = new Set(['DeviceRegistered', 'DeviceUpdated', 'DeviceReported']);
@@ -59,6 +61,7 @@ export class ChangeTracker {
       if (Object.keys(diff).length === 0) continue;
       out.push({
         deviceId: id,
+        position: event.position,
         message: { iotnode: presentDevice(id, after), diff, event: { id: event.id, type: event.type, time: event.metadata.time, actor: event.metadata.actor } },
       });
     }
@@ -129,8 +132,10 @@ export class ChangeTracker {
 
 /**
  * A side-effect subscriber: follows the store from its own checkpoint in
- * `es.checkpoints` and hands each batch's device changes to `deliver`. The
- * checkpoint moves only after `deliver` returns, so delivery is at least once.
+ * `es.checkpoints` and hands each batch's device changes to `deliver`, with
+ * the position of the batch's last event (also for a batch without changes).
+ * The checkpoint moves only after `deliver` returns, so delivery is at least
+ * once for what `deliver` completes before returning.
  */
 export class ChangeSubscriber {
   private subscription: Subscription | null = null;
@@ -141,7 +146,7 @@ export class ChangeSubscriber {
     private readonly store: EventStore,
     private readonly db: Kysely<Database>,
     private readonly log: Logger,
-    private readonly deliver: (changes: Change[]) => Promise<void>,
+    private readonly deliver: (changes: Change[], upTo: Position) => Promise<void>,
     /** Whether a device has a channel this subscriber delivers to; the others are not folded at all. */
     private readonly wants: (deviceId: string) => boolean = () => true,
   ) {
@@ -155,8 +160,8 @@ export class ChangeSubscriber {
       { after, batchSize: 5000, onError: (err) => this.log.error({ err, subscriber: this.name }, 'delivering device changes failed; retrying') },
       async (batch) => {
         const changes = await this.tracker.changes(batch, this.wants);
-        if (changes.length) await this.deliver(changes);
         const last = batch[batch.length - 1]!.position;
+        await this.deliver(changes, last);
         await sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
           VALUES (${this.name}, ${String(last.commit)}, ${String(last.prepare)}, now())
           ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position, prepare_position = EXCLUDED.prepare_position, updated_at = now()`.execute(this.db);
@@ -179,6 +184,7 @@ export const outputTopic = (recipient: string, deviceId: string) => `svc/output/
  */
 export function mqttDelivery(registry: Registry, publish: (topic: string, payload: Buffer) => Promise<void>, logs: LogWriter, hold: () => () => void = () => () => {}) {
   return async (changes: Change[]): Promise<void> => {
+    if (changes.length === 0) return;
     const sends: Promise<void>[] = [];
     // Consumers' connections are corked while the batch is handed to the broker, so it leaves in few writes.
     const release = hold();

@@ -69,7 +69,8 @@ channels('end to end with mosquitto: a provider publishes with mosquitto_pub, a 
   const sub = spawn('mosquitto_sub', ['-h', '127.0.0.1', '-p', port, '-u', user.id, '-P', user.token, '-t', `svc/output/v2/${user.id}/#`, '-C', '1', '-v', '-q', '1', '-W', '15']);
   let out = '';
   sub.stdout.on('data', (d) => (out += d));
-  const exited = new Promise<number>((r) => sub.on('exit', (code) => r(code ?? -1)));
+  // 'close' (not 'exit'): stdout is read to its end.
+  const exited = new Promise<number>((r) => sub.on('close', (code) => r(code ?? -1)));
   // Give the subscription time to be granted before publishing.
   await eventually(async () => t.platform.deps && (await new Promise((r) => setTimeout(r, 300)), true));
   await new Promise<void>((resolve, reject) =>
