@@ -150,3 +150,46 @@ hooks('given a channel whose receiver fails while more messages arrive than its 
 });
 
 hooks.run();
+
+const restart = suite('http channel deliveries across a restart');
+
+restart('given a receiver that is down when the platform stops, when the platform starts again and the receiver is back, then every message is delivered in order', async () => {
+  let down = true;
+  const requests: { status: number; seq: number }[] = [];
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (c) => (text += c));
+    req.on('end', () => {
+      res.statusCode = down ? 503 : 200;
+      requests.push({ status: res.statusCode, seq: JSON.parse(text).diff.seq });
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  const first = await startTestPlatform();
+  const databaseUrl = first.platform.deps.config.databaseUrl;
+  let second: TestPlatform | null = null;
+  try {
+    const p = await givenProvider(first, 'restarts', [`${ROOT}/r`]);
+    const c = await connectMqtt(first, p.username, p.password);
+    await publish(c, `${ROOT}/r`, { on: true });
+    const device = (await deviceOf(first, `${ROOT}/r`))._id;
+    const channel = await first.call('POST', '/api/channels', { body: { iotnode: device, http: { url } } });
+    assert.is(channel.status, 201, channel.text);
+    for (let seq = 1; seq <= 3; seq++) await publish(c, `${ROOT}/r`, { seq });
+    await c.endAsync();
+    await eventually(async () => requests.length >= 2, 3000, 'the first attempts');
+    await first.stop();
+
+    down = false;
+    second = await startTestPlatform({ databaseUrl });
+    await eventually(async () => requests.filter((r) => r.status === 200 && r.seq).length >= 3, 10000, 'the messages after the restart');
+    assert.equal(requests.filter((r) => r.status === 200 && r.seq).map((r) => r.seq), [1, 2, 3]);
+  } finally {
+    await (second ?? first).stop().catch(() => undefined);
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
+
+restart.run();
