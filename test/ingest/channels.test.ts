@@ -166,6 +166,28 @@ channels('when a channel is on a device group, then devices added to the group l
   await r.close();
 });
 
+channels('when device groups are listed, then each caller sees the groups it may read, ordered by name, with their devices', async ({ t, user, a, b }) => {
+  const zeta = await t.call('POST', '/api/devicegroups', { body: { name: 'zeta wing', devices: [b] } });
+  const alpha = await t.call('POST', '/api/devicegroups', { body: { name: 'alpha wing', devices: [a, b] } });
+  assert.is(zeta.status, 201, zeta.text);
+  assert.is(alpha.status, 201, alpha.text);
+  const mine = [alpha.body._id, zeta.body._id];
+  const all = await t.call('GET', '/api/devicegroups');
+  assert.is(all.status, 200, all.text);
+  const listed = (all.body as { _id: string; name: string; devices: string[] }[]).filter((g) => mine.includes(g._id));
+  assert.equal(listed.map((g) => [g.name, g.devices]), [['alpha wing', [a, b]], ['zeta wing', [b]]]);
+
+  const before = await t.call('GET', '/api/devicegroups', { token: user.token });
+  assert.is(before.status, 200, before.text);
+  assert.equal(before.body, [], 'a user without rights sees no group');
+  const grant = await t.call('POST', '/api/access-rights', { body: { resourceType: 'deviceGroup', resourceId: alpha.body._id, subjectType: 'singleton', subjectId: user.id, scope: ['read'] } });
+  assert.is(grant.status, 201, grant.text);
+  const after = await t.call('GET', '/api/devicegroups', { token: user.token });
+  assert.equal(after.body.map((g: { _id: string }) => g._id), [alpha.body._id], 'only the group granted');
+  for (const id of mine) assert.is((await t.call('DELETE', `/api/devicegroups/${id}`)).status, 204);
+  assert.equal((await t.call('GET', '/api/devicegroups', { token: user.token })).body, []);
+});
+
 channels('when a channel uses a protocol this build does not deliver, then it is stored and each skipped delivery is logged on the channel', async ({ t, p, a }) => {
   for (const body of [{ bacnet: { host: '10.0.0.5', deviceInstance: 12 } }, { knx: { host: 'knx.local', groupAddress: '1/2/3' } }, { modbus: { host: 'plc', unitId: 1, register: 40001 } }, { cloudIotHub: { connectionString: 'HostName=x' } }]) {
     const res = await t.call('POST', '/api/channels', { body: { iotnode: a, ...body } });
