@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { EventStore, Subscription } from '../domain/eventstore/port.js';
 import type { Position, RecordedEvent } from '../domain/shared/events.js';
 import { diffDocs, evolveDoc, presentDevice, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { RecentMemory } from '../domain/shared/recentMemory.js';
 import type { Database } from '../projections/database.js';
 import type { ChannelInfo, Registry } from './registry.js';
 import type { LogWriter } from './logWriter.js';
@@ -33,7 +34,7 @@ const DEVICE_CACHE = 20_000;
  * stream, so the diff is exact whatever the subscriber's position.
  */
 export class ChangeTracker {
-  private cache = new Map<string, { revision: number; doc: DeviceDoc | null }>();
+  private cache = new RecentMemory<string, { revision: number; doc: DeviceDoc | null }>(DEVICE_CACHE);
 
   constructor(
     private readonly store: EventStore,
@@ -114,9 +115,7 @@ export class ChangeTracker {
   private rows = new Map<string, { doc: DeviceDoc | null; revision: number }>();
 
   private put(id: string, revision: number, doc: DeviceDoc | null): void {
-    this.cache.delete(id);
     this.cache.set(id, { revision, doc });
-    if (this.cache.size > DEVICE_CACHE) this.cache.delete(this.cache.keys().next().value!);
   }
 
   /** The device just before `revision`; null when it did not exist. */

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
 import type { NewEvent } from '../domain/shared/events.js';
 import { newResourceId } from '../domain/shared/ids.js';
+import { RecentMemory } from '../domain/shared/recentMemory.js';
 import { toNewEvent } from '../domain/shared/decider.js';
 import { deviceStream, mqttRegistration, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import { accessDecider, accessStream } from '../domain/access/rights.js';
@@ -55,7 +56,7 @@ export class IngestPipeline {
   private lock: Promise<unknown> = Promise.resolve();
   private flushing = false;
   /** `<client id>\0<packet id>` → hash of the last stored message with that packet id. */
-  private stored = new Map<string, string>();
+  private stored = new RecentMemory<string, string>(DEDUP_CAPACITY);
   private readonly lingerMs: number;
   private readonly maxBatch: number;
   private closed = false;
@@ -122,9 +123,7 @@ export class IngestPipeline {
   }
 
   private remember(key: string, hash: string): void {
-    this.stored.delete(key);
     this.stored.set(key, hash);
-    if (this.stored.size > DEDUP_CAPACITY) this.stored.delete(this.stored.keys().next().value!);
   }
 
   private async flush(): Promise<void> {

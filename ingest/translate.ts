@@ -8,6 +8,7 @@ import { defaultParameters, type ParameterSpec, type TranslatorEvent } from '../
 import { preferencesOf, resolveModel, resolvePreference, type Candidate, type TranslatorPreference } from '../domain/translators/preferences.js';
 import { parseSemver } from '../domain/translators/semver.js';
 import { isTranslatorError, type EncodedData, type Program, type Sandbox, type TranslatorSpec } from '../sandbox/index.js';
+import { RecentMemory } from '../domain/shared/recentMemory.js';
 import type { Database } from '../projections/database.js';
 import type { Projection } from '../projections/runner.js';
 import { LogWriter } from './logWriter.js';
@@ -118,7 +119,7 @@ export class Translation implements Decoder {
   private devices = new Map<string, DeviceInfo>();
   private bySecret = new Map<string, string>();
   private chains = new Map<string, Chain>();
-  private docs = new Map<string, DeviceDoc>();
+  private docs = new RecentMemory<string, DeviceDoc>(MAX_CACHED_DOCS);
   private generation = 0;
   /** Translator id → device id → its recent time-outs on that device's uplinks, and when its suspension ends. */
   private timeouts = new Map<string, Map<string, Strikes>>();
@@ -345,9 +346,7 @@ export class Translation implements Decoder {
   }
 
   private remember(deviceId: string, doc: DeviceDoc): void {
-    this.docs.delete(deviceId);
     this.docs.set(deviceId, doc);
-    if (this.docs.size > MAX_CACHED_DOCS) this.docs.delete(this.docs.keys().next().value!);
   }
 
   private chainOf(deviceId: string, info: DeviceInfo): Chain {

@@ -21,6 +21,7 @@ import {
 } from '../../domain/dashboards/dashboard.js';
 import { placeOf, type Place, type Template } from '../../domain/dashboards/templates.js';
 import { newResourceId } from '../../domain/shared/ids.js';
+import { RecentMemory } from '../../domain/shared/recentMemory.js';
 import { ConcurrencyError, ForbiddenError, NotFoundError, PreconditionFailedError } from '../../domain/shared/errors.js';
 import type { CommandContext, Handled } from '../../domain/shared/decider.js';
 import { stateOfRow, type DashboardsTable } from '../../projections/dashboards.js';
@@ -80,17 +81,17 @@ const pickHeader = (body: Partial<Header>): Partial<Header> => {
  * the process, so it stays right until the revision moves.
  */
 class RenderedDashboards {
-  private readonly entries = new Map<string, { revision: number; body: string }>();
-  constructor(private readonly capacity: number) {}
+  private readonly entries: RecentMemory<string, { revision: number; body: string }>;
+  constructor(capacity: number) {
+    this.entries = new RecentMemory(capacity);
+  }
 
   get(id: string): { revision: number; body: string } | undefined {
     return this.entries.get(id);
   }
 
   set(id: string, revision: number, body: string): void {
-    this.entries.delete(id);
     this.entries.set(id, { revision, body });
-    if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
   }
 }
 

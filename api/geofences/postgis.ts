@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { RecentMemory } from '../../domain/shared/recentMemory.js';
 import type { Database } from '../../projections/database.js';
 import { checkGeometry, type GeometryVerdict, type Polygon } from '../../domain/geofences/fence.js';
 import { geometryOf } from '../../projections/geofences.js';
@@ -8,8 +9,8 @@ import { geometryOf } from '../../projections/geofences.js';
  * geoquery again and again; the verdict of a polygon never changes, so the
  * repeat skips a database round trip. Oldest first out.
  */
-const verdicts = new Map<string, GeometryVerdict>();
 const REMEMBERED = 1000;
+const verdicts = new RecentMemory<string, GeometryVerdict>(REMEMBERED);
 
 /**
  * The geometric rules, answered by PostGIS on the same geometry the fence is
@@ -26,7 +27,6 @@ export async function checkFenceGeometry(db: Kysely<Database>, fence: Polygon, f
       FROM (SELECT ${geometryOf(fence)} AS g) f`.execute(db);
     const row = rows[0]!;
     verdict = { simple: row.valid && row.simple, reason: row.reason, counterClockwise: row.ccw };
-    if (verdicts.size >= REMEMBERED) verdicts.delete(verdicts.keys().next().value!);
     verdicts.set(key, verdict);
   }
   checkGeometry(verdict, field);
