@@ -8,6 +8,7 @@ import { authenticate, authorizeMethod } from './auth/middleware.js';
 import { operationMatcher, type OpenApiDocument, type Operation } from './openapi.js';
 import { NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
+import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
 
 /** Body cap for JSON requests; larger bodies get 413. */
 export const JSON_LIMIT = '1mb';
@@ -56,6 +57,7 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   app.use(express.json({ limit: JSON_LIMIT }));
 
   for (const parser of routes.parsers ?? []) app.use(parser);
+  memoizeValidatorRouteMatchers();
   app.use(
     OpenApiValidator.middleware({
       apiSpec: structuredClone(openapi) as never,
