@@ -2,7 +2,8 @@
  * `npm run bench:geo`: the latency of `GET /api/iotnodes?geoquery=…` over
  * 100,000 devices with positions, for a small fence (about 100 hits) and a
  * fence over 10 % of the devices, next to the same PostGIS query issued
- * directly with `pg` in the same run. The devices are inserted straight into
+ * directly with `pg` in the same run. The platform runs as its own process
+ * (`api/main.ts`) on a throw-away database. The devices are inserted straight into
  * the device read model (and their access rights into `access_rights`), not
  * through events: this measures reads only. Requests run one at a time over a
  * kept-alive connection, alternating with the direct query so both see the same
@@ -11,19 +12,21 @@
  * direct query's plan reads the device point's GiST index.
  * Prints one JSON object on stdout; progress goes to stderr.
  */
-import { Writable } from 'node:stream';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
-import { sql } from 'kysely';
-import { pino } from 'pino';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import { startTestCluster, createTestDatabase } from '../support/cluster.js';
-import { loadConfig, type Config } from '../../api/config.js';
-import { startPlatform } from '../../api/platform.js';
 import { readableBy } from '../../api/access.js';
+import type { Database } from '../../projections/database.js';
+import { spawnProcess } from './processes.js';
 import type { Principal } from '../../api/auth/principal.js';
 
 const DEVICES = 100_000;
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 400);
-const WARMUP = 50;
+// Enough calls for the JIT to settle, so both sides are measured warm.
+const WARMUP = 300;
 const PAGE = 100;
 /** Devices are spread evenly over 10° × 10°, so a fence's share of that area is its share of the devices. */
 const AREA = { west: 0, south: 40, side: 10 };
@@ -85,23 +88,23 @@ async function measurePair(api: () => Promise<number>, direct: () => Promise<num
 
 const cluster = await startTestCluster();
 const databaseUrl = await createTestDatabase();
-const sink = new Writable({ write: (_c, _e, done) => done() });
-const config: Config = {
-  ...loadConfig({}),
-  port: 0,
-  mqttPort: 0,
-  databaseUrl,
-  dataDir: process.env.TEST_DATA_DIR ?? '/tmp',
-  jwtSecret: 'bench-secret-that-is-long-enough-for-hs256-0123456789',
-  adminUsername: 'admin',
-  adminPassword: 'admin-password-1',
-  logLevel: 'warn',
-};
-const platform = await startPlatform(config, pino({ level: 'warn' }, sink));
+const dataDir = mkdtempSync(join(tmpdir(), 'bench-geo-'));
+// The platform in a process of its own, as in production: the requests made here never share its event loop.
+const platform = await spawnProcess(['api/main.ts'], {
+  DATABASE_URL: databaseUrl,
+  PORT: '0',
+  MQTT_PORT: '0',
+  DATA_DIR: dataDir,
+  JWT_SECRET: 'bench-secret-that-is-long-enough-for-hs256-0123456789',
+  ADMIN_USERNAME: 'admin',
+  ADMIN_PASSWORD: 'admin-password-1',
+  LOG_LEVEL: 'info',
+});
+const httpPort = platform.ports.http!;
 const client = new pg.Client({ connectionString: databaseUrl });
 await client.connect();
+const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: databaseUrl, max: 2 }) }) });
 try {
-  const db = platform.deps.db;
   const admin = await db.selectFrom('users').select(['id', 'username', 'profile']).where('username', '=', 'admin').executeTakeFirstOrThrow();
   const principal: Principal = { id: admin.id, username: admin.username, roles: admin.profile.attributes.roles ?? [] };
 
@@ -118,7 +121,7 @@ try {
   await sql`ANALYZE devices`.execute(db);
   await sql`ANALYZE access_rights`.execute(db);
 
-  const login = await fetch(`http://127.0.0.1:${platform.httpPort}/api/auth/local`, {
+  const login = await fetch(`http://127.0.0.1:${httpPort}/api/auth/local`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ username: 'admin', password: 'admin-password-1' }),
@@ -141,7 +144,7 @@ try {
   for (const [name, ring] of Object.entries(fences)) {
     const fence = JSON.stringify({ type: 'Polygon', coordinates: [ring] });
     const { rows: count } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM devices WHERE ST_Contains(ST_SetSRID(ST_GeomFromGeoJSON(${fence}), 4326), lnglat)`.execute(db);
-    const url = `http://127.0.0.1:${platform.httpPort}/api/iotnodes?geoquery=${encodeURIComponent(`type:contains;coordinates=${JSON.stringify(ring)}`)}`;
+    const url = `http://127.0.0.1:${httpPort}/api/iotnodes?geoquery=${encodeURIComponent(`type:contains;coordinates=${JSON.stringify(ring)}`)}`;
     // The list route's query: access filter, containment, its default order and page.
     const direct = sql<{ id: string; doc: unknown }>`SELECT id, doc FROM devices
       WHERE ${readableBy(principal, 'devices.id')} AND ST_Contains(ST_SetSRID(ST_GeomFromGeoJSON(${fence}), 4326), devices.lnglat)
@@ -176,7 +179,7 @@ try {
     ORDER BY lower(name) ASC NULLS LAST, id LIMIT ${PAGE} OFFSET 0`.compile(db);
   const pipeline = await measurePair(
     async () => {
-      const res = await fetch(`http://127.0.0.1:${platform.httpPort}/api/iotnodes?filter[category]=none`, { headers: { authorization: `Bearer ${token}` } });
+      const res = await fetch(`http://127.0.0.1:${httpPort}/api/iotnodes?filter[category]=none`, { headers: { authorization: `Bearer ${token}` } });
       if (res.status !== 200) throw new Error(`list answered ${res.status}: ${await res.text()}`);
       return ((await res.json()) as unknown[]).length;
     },
@@ -195,6 +198,9 @@ try {
   process.stdout.write(JSON.stringify(result, null, 2) + '\n');
 } finally {
   await client.end();
-  await platform.stop();
+  await db.destroy();
+  platform.child.kill('SIGTERM');
+  await new Promise((resolve) => platform.child.once('exit', resolve));
+  rmSync(dataDir, { recursive: true, force: true });
   await cluster.stop();
 }

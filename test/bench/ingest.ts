@@ -13,7 +13,8 @@
  * - Latency: from publish to the consumer's receipt of the output message.
  *   Lost: acknowledged messages never delivered (after a drain of up to 15 s).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { spawnProcess } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,32 +27,6 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const CONNECTIONS = 10;
 const DEVICES = 1000;
 const WINDOW = Number(process.env.BENCH_WINDOW ?? 24);
-const ROOT = new URL('../..', import.meta.url).pathname;
-
-function spawnProcess(args: string[], env: Record<string, string>): Promise<{ child: ChildProcess; ports: Record<string, number> }> {
-  return new Promise((resolve, reject) => {
-    const profile = process.env.BENCH_PROFILE && args[0] === 'api/main.ts' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
-    const child = spawn(process.execPath, [...profile, '--import', 'tsx', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-    const ports: Record<string, number> = {};
-    let buffer = '';
-    child.stdout!.on('data', (d) => {
-      buffer += d;
-      for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
-        const line = buffer.slice(0, nl);
-        buffer = buffer.slice(nl + 1);
-        try {
-          const e = JSON.parse(line) as { msg?: string; port?: number; level?: number };
-          if (e.msg === 'HTTP listening') ports.http = e.port!;
-          if (e.msg === 'MQTT listening') ports.mqtt = e.port!;
-          if (ports.mqtt && (ports.http || args.includes('--plain-broker'))) resolve({ child, ports });
-        } catch {
-          // not a log line
-        }
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`process exited with ${code}`)));
-  });
-}
 
 const connectClient = (port: number, options: mqtt.IClientOptions) =>
   new Promise<MqttClient>((resolve, reject) => {
@@ -174,7 +149,7 @@ async function main(): Promise<void> {
       publishers.push({ username, password, topics });
     }
     // First messages create the devices; then one channel on a group of all of them.
-    const warm = await Promise.all(publishers.map((p) => connectClient(platform.ports.mqtt, { username: p.username, password: p.password })));
+    const warm = await Promise.all(publishers.map((p) => connectClient(platform.ports.mqtt!, { username: p.username, password: p.password })));
     await Promise.all(warm.flatMap((c, i) => publishers[i]!.topics.map((topic) => c.publishAsync(topic, JSON.stringify({ warm: true }), { qos: 1 }))));
     await Promise.all(warm.map((c) => c.endAsync()));
     let devices: { _id: string }[] = [];
@@ -185,9 +160,9 @@ async function main(): Promise<void> {
     const consumerSet = await call('POST', '/api/basic-credentials-sets', { username: 'bench-consumer', password: 'bench-consumer-password' });
     const group = await call('POST', '/api/devicegroups', { name: 'bench', devices: devices.map((d) => d._id) });
     await call('POST', '/api/channels', { deviceGroup: group._id, mqtt: { type: 'basicCredentialsSet', recipient: consumerSet._id } });
-    const consumer = await connectClient(platform.ports.mqtt, { username: 'bench-consumer', password: 'bench-consumer-password' });
+    const consumer = await connectClient(platform.ports.mqtt!, { username: 'bench-consumer', password: 'bench-consumer-password' });
     await consumer.subscribeAsync(`svc/output/v2/${consumerSet._id}/#`, { qos: 1 });
-    const ingest = await run(platform.ports.mqtt, publishers, consumer, (_topic, payload) => {
+    const ingest = await run(platform.ports.mqtt!, publishers, consumer, (_topic, payload) => {
       const m = JSON.parse(payload.toString()) as { diff: { seq?: string; t?: number } };
       return m.diff.seq && m.diff.t ? { key: m.diff.seq, t: m.diff.t } : null;
     });
@@ -196,11 +171,11 @@ async function main(): Promise<void> {
     await new Promise((r) => platform.child.once('exit', r));
 
     // ---- the baseline: the same load through a plain aedes broker ----
-    const plain = await spawnProcess(['test/bench/ingest.ts', '--plain-broker'], {});
+    const plain = await spawnProcess(['test/bench/ingest.ts', '--plain-broker'], {}, (ports) => ports.mqtt !== undefined);
     children.push(plain.child);
-    const plainConsumer = await connectClient(plain.ports.mqtt, {});
+    const plainConsumer = await connectClient(plain.ports.mqtt!, {});
     await plainConsumer.subscribeAsync('svc/generic/v2/bench/#', { qos: 1 });
-    const baseline = await run(plain.ports.mqtt, publishers.map((p) => ({ topics: p.topics })), plainConsumer, (_topic, payload) => {
+    const baseline = await run(plain.ports.mqtt!, publishers.map((p) => ({ topics: p.topics })), plainConsumer, (_topic, payload) => {
       const m = JSON.parse(payload.toString()) as { seq: string; t: number };
       return { key: m.seq, t: m.t };
     });

@@ -15,7 +15,8 @@
  * - Phases alternate (plain, decoder, chain, plain, decoder, chain) so drift
  *   of the machine hits each variant alike; each variant reports its mean.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { spawnProcess } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,7 +29,6 @@ const ROUNDS = 2;
 const CONNECTIONS = 4;
 const DEVICES = 200;
 const WINDOW = 64;
-const ROOT = new URL('../..', import.meta.url).pathname;
 const VARIANTS = ['plain', 'decoder', 'chain'] as const;
 type Variant = (typeof VARIANTS)[number];
 
@@ -43,30 +43,6 @@ export interface IngestFigures {
   ratioChainToPlain: number;
   aim: { ratioAtLeast: number; met: boolean };
   decodedSample: Record<string, unknown>;
-}
-
-function startPlatformProcess(env: Record<string, string>): Promise<{ child: ChildProcess; http: number; mqtt: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-    const ports: { http?: number; mqtt?: number } = {};
-    let buffer = '';
-    child.stdout!.on('data', (chunk) => {
-      buffer += chunk;
-      for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
-        const line = buffer.slice(0, nl);
-        buffer = buffer.slice(nl + 1);
-        try {
-          const entry = JSON.parse(line) as { msg?: string; port?: number };
-          if (entry.msg === 'HTTP listening') ports.http = entry.port;
-          if (entry.msg === 'MQTT listening') ports.mqtt = entry.port;
-          if (ports.http && ports.mqtt) resolve({ child, http: ports.http, mqtt: ports.mqtt });
-        } catch {
-          // not a log line
-        }
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`the platform exited with ${code}`)));
-  });
 }
 
 const connect = (port: number, username: string, password: string) =>
@@ -104,7 +80,7 @@ export async function measureIngest(): Promise<IngestFigures> {
   const cluster = startPrivateCluster(dir, 'bench');
   let child: ChildProcess | null = null;
   try {
-    const platform = await startPlatformProcess({
+    const platform = await spawnProcess(['api/main.ts'], {
       DATABASE_URL: cluster.url('bench'),
       PORT: '0',
       MQTT_PORT: '0',
@@ -115,7 +91,7 @@ export async function measureIngest(): Promise<IngestFigures> {
       LOG_LEVEL: 'info',
     });
     child = platform.child;
-    const base = `http://127.0.0.1:${platform.http}`;
+    const base = `http://127.0.0.1:${platform.ports.http}`;
     let token = '';
     const call = async (method: string, path: string, body?: unknown) => {
       const res = await fetch(base + path, { method, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -158,7 +134,7 @@ export async function measureIngest(): Promise<IngestFigures> {
         }
       }
     }
-    const clients = await Promise.all(sets.map((s) => connect(platform.mqtt, s.username, s.password)));
+    const clients = await Promise.all(sets.map((s) => connect(platform.ports.mqtt!, s.username, s.password)));
     // First messages create the devices; then the translators are attached.
     await Promise.all(clients.flatMap((client, c) => VARIANTS.flatMap((v) => topics[v][c]!.map((topic) => client.publishAsync(topic, '{"hello":true}', { qos: 1 })))));
     for (const variant of VARIANTS) {
