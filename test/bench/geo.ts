@@ -20,7 +20,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import { startTestCluster, createTestDatabase } from '../support/cluster.js';
 import { readableBy } from '../../api/access.js';
 import type { Database } from '../../projections/database.js';
-import { spawnProcess } from './processes.js';
+import { startPlatformProcess } from './processes.js';
 import type { Principal } from '../../api/auth/principal.js';
 
 const DEVICES = 100_000;
@@ -90,16 +90,7 @@ const cluster = await startTestCluster();
 const databaseUrl = await createTestDatabase();
 const dataDir = mkdtempSync(join(tmpdir(), 'bench-geo-'));
 // The platform in a process of its own, as in production: the requests made here never share its event loop.
-const platform = await spawnProcess(['api/main.ts'], {
-  DATABASE_URL: databaseUrl,
-  PORT: '0',
-  MQTT_PORT: '0',
-  DATA_DIR: dataDir,
-  JWT_SECRET: 'bench-secret-that-is-long-enough-for-hs256-0123456789',
-  ADMIN_USERNAME: 'admin',
-  ADMIN_PASSWORD: 'admin-password-1',
-  LOG_LEVEL: 'info',
-});
+const platform = await startPlatformProcess(databaseUrl, dataDir);
 const httpPort = platform.ports.http!;
 const client = new pg.Client({ connectionString: databaseUrl });
 await client.connect();
@@ -121,12 +112,7 @@ try {
   await sql`ANALYZE devices`.execute(db);
   await sql`ANALYZE access_rights`.execute(db);
 
-  const login = await fetch(`http://127.0.0.1:${httpPort}/api/auth/local`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'admin', password: 'admin-password-1' }),
-  });
-  const { token } = (await login.json()) as { token: string };
+  const token = platform.token;
 
   const { rows: pointIndex } = await sql<{ indexdef: string }>`SELECT indexdef FROM pg_indexes WHERE tablename = 'devices' AND indexname = ${POINT_INDEX}`.execute(db);
   const pointIndexIsGist = /USING gist\b/i.test(pointIndex[0]?.indexdef ?? '');
@@ -199,8 +185,7 @@ try {
 } finally {
   await client.end();
   await db.destroy();
-  platform.child.kill('SIGTERM');
-  await new Promise((resolve) => platform.child.once('exit', resolve));
+  await platform.stop();
   rmSync(dataDir, { recursive: true, force: true });
   await cluster.stop();
 }

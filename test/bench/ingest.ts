@@ -14,7 +14,7 @@
  *   Lost: acknowledged messages never delivered (after a drain of up to 15 s).
  */
 import type { ChildProcess } from 'node:child_process';
-import { spawnProcess } from './processes.js';
+import { spawnProcess, startPlatformProcess } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -114,27 +114,9 @@ async function main(): Promise<void> {
   const children: ChildProcess[] = [];
   try {
     // ---- the platform ----
-    const env = {
-      DATABASE_URL: cluster.url('bench'),
-      PORT: '0',
-      MQTT_PORT: '0',
-      DATA_DIR: join(dir, 'data'),
-      JWT_SECRET: 'bench-secret-that-is-long-enough-for-hs256-0123456789',
-      ADMIN_USERNAME: 'admin',
-      ADMIN_PASSWORD: 'admin-password-1',
-      LOG_LEVEL: 'info',
-    };
-    const platform = await spawnProcess(['api/main.ts'], env);
+    const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'));
     children.push(platform.child);
-    const base = `http://127.0.0.1:${platform.ports.http}`;
-    let token = '';
-    const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(base + path, { method, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: body === undefined ? undefined : JSON.stringify(body) });
-      const text = await res.text();
-      if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-      return text ? JSON.parse(text) : null;
-    };
-    token = (await call('POST', '/api/auth/local', { username: 'admin', password: 'admin-password-1' })).token;
+    const call = platform.call;
     const publishers: { username: string; password: string; topics: string[] }[] = [];
     for (let c = 0; c < CONNECTIONS; c++) {
       const username = `bench-${c}`;
@@ -167,8 +149,7 @@ async function main(): Promise<void> {
       return m.diff.seq && m.diff.t ? { key: m.diff.seq, t: m.diff.t } : null;
     });
     await consumer.endAsync();
-    platform.child.kill('SIGTERM');
-    await new Promise((r) => platform.child.once('exit', r));
+    await platform.stop();
 
     // ---- the baseline: the same load through a plain aedes broker ----
     const plain = await spawnProcess(['test/bench/ingest.ts', '--plain-broker'], {}, (ports) => ports.mqtt !== undefined);

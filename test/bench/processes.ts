@@ -42,3 +42,45 @@ export function spawnProcess(
     child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
   });
 }
+
+export const BENCH_ADMIN = { username: 'admin', password: 'admin-password-1' };
+
+export interface PlatformProcess {
+  child: ChildProcess;
+  ports: Ports;
+  /** The admin's bearer token. */
+  token: string;
+  /** A REST call as the admin; throws on any status of 300 or more. */
+  call(method: string, path: string, body?: unknown): Promise<any>;
+  stop(): Promise<void>;
+}
+
+/** The platform (`api/main.ts`) as its own process on `databaseUrl`, with an admin logged in. */
+export async function startPlatformProcess(databaseUrl: string, dataDir: string): Promise<PlatformProcess> {
+  const { child, ports } = await spawnProcess(['api/main.ts'], {
+    DATABASE_URL: databaseUrl,
+    PORT: '0',
+    MQTT_PORT: '0',
+    DATA_DIR: dataDir,
+    JWT_SECRET: 'bench-secret-that-is-long-enough-for-hs256-0123456789',
+    ADMIN_USERNAME: BENCH_ADMIN.username,
+    ADMIN_PASSWORD: BENCH_ADMIN.password,
+    LOG_LEVEL: 'info',
+  });
+  const base = `http://127.0.0.1:${ports.http}`;
+  let token = '';
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(base + path, { method, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+    return text ? JSON.parse(text) : null;
+  };
+  token = (await call('POST', '/api/auth/local', BENCH_ADMIN)).token;
+  const stop = async () => {
+    if (child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  };
+  return { child, ports, token, call, stop };
+}

@@ -16,7 +16,7 @@
  *   of the machine hits each variant alike; each variant reports its mean.
  */
 import type { ChildProcess } from 'node:child_process';
-import { spawnProcess } from './processes.js';
+import { startPlatformProcess } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -80,26 +80,9 @@ export async function measureIngest(): Promise<IngestFigures> {
   const cluster = startPrivateCluster(dir, 'bench');
   let child: ChildProcess | null = null;
   try {
-    const platform = await spawnProcess(['api/main.ts'], {
-      DATABASE_URL: cluster.url('bench'),
-      PORT: '0',
-      MQTT_PORT: '0',
-      DATA_DIR: join(dir, 'data'),
-      JWT_SECRET: 'bench-secret-that-is-long-enough-for-hs256-0123456789',
-      ADMIN_USERNAME: 'admin',
-      ADMIN_PASSWORD: 'admin-password-1',
-      LOG_LEVEL: 'info',
-    });
+    const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'));
     child = platform.child;
-    const base = `http://127.0.0.1:${platform.ports.http}`;
-    let token = '';
-    const call = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(base + path, { method, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: body === undefined ? undefined : JSON.stringify(body) });
-      const text = await res.text();
-      if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-      return text ? JSON.parse(text) : null;
-    };
-    token = (await call('POST', '/api/auth/local', { username: 'admin', password: 'admin-password-1' })).token;
+    const call = platform.call;
     await call('POST', '/api/translators', { name: 'bench-climate', version: '1.0.0', match: {}, spec: climateSensor.spec, code: climateSensor.code });
     await call('POST', '/api/translators', {
       name: 'bench-daily',
