@@ -2,6 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import mqtt from 'mqtt';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { eventually as until } from '../ingest/support.js';
 import { box, givenFence } from './given.js';
 
 /**
@@ -97,8 +98,10 @@ tracking('given an asset inside, when it publishes a position outside, then the 
   assert.equal(tracker.assetList, []);
   assert.is(tracker.assets, 0);
   assert.type(tracker.prevReportedAt, 'string');
-  const logs = await t.platform.deps.store.readStream(`logs-${trackerId}`);
-  const messages = logs.map((e) => (e.data as { message: string }).message);
+  // The log entry is appended just after the tracker's update, so the update can be read first.
+  const logged = async () => (await t.platform.deps.store.readStream(`logs-${trackerId}`)).map((e) => (e.data as { message: string }).message);
+  await until(async () => (await logged()).some((m) => m.includes(assetId) && m.includes('left')), 10_000, 'the exit log entry').catch(() => undefined);
+  const messages = await logged();
   assert.ok(messages.some((m) => m.includes(assetId) && m.includes('entered')), messages.join('\n'));
   assert.ok(messages.some((m) => m.includes(assetId) && m.includes('left')), messages.join('\n'));
 });

@@ -66,20 +66,22 @@ channels('end to end with mosquitto: a provider publishes with mosquitto_pub, a 
   const channel = await t.call('POST', '/api/channels', { body: { name: 'to watcher', iotnode: a, mqtt: { type: 'keycloakUser', recipient: user.id } } });
   assert.is(channel.status, 201, channel.text);
   const port = String(t.mqttPort);
-  const sub = spawn('mosquitto_sub', ['-h', '127.0.0.1', '-p', port, '-u', user.id, '-P', user.token, '-t', `svc/output/v2/${user.id}/#`, '-C', '1', '-v', '-q', '1', '-W', '15']);
+  // -d prints the protocol exchange (lines starting "Client " or "Subscribed"), line-buffered by stdbuf, so the test sees the SUBACK.
+  const sub = spawn('stdbuf', ['-oL', 'mosquitto_sub', '-h', '127.0.0.1', '-p', port, '-u', user.id, '-P', user.token, '-t', `svc/output/v2/${user.id}/#`, '-C', '1', '-v', '-q', '1', '-W', '30', '-d']);
   let out = '';
   sub.stdout.on('data', (d) => (out += d));
   // 'close' (not 'exit'): stdout is read to its end.
   const exited = new Promise<number>((r) => sub.on('close', (code) => r(code ?? -1)));
-  // Give the subscription time to be granted before publishing.
-  await eventually(async () => t.platform.deps && (await new Promise((r) => setTimeout(r, 300)), true));
+  // Publish only once the broker has granted the subscription: a message before it would never reach the consumer.
+  await eventually(async () => out.includes('received SUBACK'), 15_000, 'mosquitto_sub to be subscribed');
   await new Promise<void>((resolve, reject) =>
     execFile('mosquitto_pub', ['-h', '127.0.0.1', '-p', port, '-u', p.username, '-P', p.password, '-t', `${ROOT}/a`, '-m', '{"temperature":19.5}', '-q', '1'], (err) => (err ? reject(err) : resolve())),
   );
   assert.is(await exited, 0, `mosquitto_sub: ${out}`);
-  const space = out.indexOf(' ');
-  assert.is(out.slice(0, space), `svc/output/v2/${user.id}/iotnode/${a}`);
-  const message = JSON.parse(out.slice(space + 1));
+  const line = out.split('\n').find((l) => l.startsWith('svc/output/v2/')) ?? '';
+  const space = line.indexOf(' ');
+  assert.is(line.slice(0, space), `svc/output/v2/${user.id}/iotnode/${a}`, out);
+  const message = JSON.parse(line.slice(space + 1));
   assert.is(message.iotnode._id, a);
   assert.is(message.iotnode.temperature, 19.5);
   assert.is(message.iotnode.n, 0);

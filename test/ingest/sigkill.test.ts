@@ -9,7 +9,7 @@ import pg from 'pg';
 import mqttPacket from 'mqtt-packet';
 import { createTestDatabase } from '../support/cluster.js';
 import { startTestPlatform } from '../support/platform.js';
-import { givenProvider } from './support.js';
+import { givenProvider, projected } from './support.js';
 
 /**
  * The platform as its own process (`node --import tsx api/main.ts`), killed
@@ -181,6 +181,7 @@ kill('when a message is redelivered with DUP set, then it is stored once, also a
     await sendAndWait(p, false);
     await sendAndWait(p, true);
     await waitFor(async () => (await reports()) >= 1, 5000, 'the first report');
+    await projected(t);
     assert.is(await reports(), 1, 'a redelivery is not stored again');
     await sendAndWait(p, false);
     await waitFor(async () => (await reports()) >= 2, 5000, 'the second report');
@@ -191,7 +192,7 @@ kill('when a message is redelivered with DUP set, then it is stored once, also a
     await p.connect('redeliver', 'redeliver-password');
     await sendAndWait(p, true);
     p.close();
-    await new Promise((r) => setTimeout(r, 300));
+    await projected(t);
     assert.is(await reports(), 2, 'a redelivery after a restart is not stored again');
   } finally {
     await t.stop();

@@ -1,4 +1,5 @@
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { sql } from 'kysely';
 import * as assert from 'uvu/assert';
 import type { TestPlatform } from '../support/platform.js';
 
@@ -15,7 +16,7 @@ export function connectMqtt(t: TestPlatform, username: string, password: string,
 }
 
 /** Polls until `check` returns a value other than undefined/false, or fails after `ms`. */
-export async function eventually<T>(check: () => Promise<T | undefined | false | null>, ms = 5000, what = 'condition'): Promise<T> {
+export async function eventually<T>(check: () => Promise<T | undefined | false | null>, ms = 10_000, what = 'condition'): Promise<T> {
   const until = Date.now() + ms;
   for (;;) {
     const value = await check();
@@ -25,8 +26,19 @@ export async function eventually<T>(check: () => Promise<T | undefined | false |
   }
 }
 
+/**
+ * Resolves once the read models include every event stored so far. After a
+ * PUBACK (the message is stored, or was refused) this tells "not stored" apart
+ * from "not projected yet", so a read that expects nothing new is meaningful.
+ */
+export async function projected(t: TestPlatform, ms = 10_000): Promise<void> {
+  const { rows } = await sql<{ c: string; p: string }>`SELECT transaction_id::text AS c, global_position::text AS p FROM es.events
+    ORDER BY transaction_id DESC, global_position DESC LIMIT 1`.execute(t.platform.deps.db);
+  if (rows[0]) await t.platform.deps.projections.waitFor({ commit: BigInt(rows[0].c), prepare: BigInt(rows[0].p) }, ms);
+}
+
 /** Resolves once the client's connection is closed by the broker (or after `ms` with false). */
-export function closed(client: MqttClient, ms = 3000): Promise<boolean> {
+export function closed(client: MqttClient, ms = 10_000): Promise<boolean> {
   return new Promise((resolve) => {
     if (!client.connected) return resolve(true);
     const timer = setTimeout(() => resolve(false), ms);
@@ -62,7 +74,7 @@ export async function deviceOf(t: TestPlatform, topic: string, token = t.adminTo
     if (!row) return undefined;
     const res = await t.call('GET', `/api/iotnodes/${row.id}`, { token });
     return res.status === 200 ? (res.body as Record<string, any>) : undefined;
-  }, 5000, `the device of ${topic}`);
+  }, 10_000, `the device of ${topic}`);
 }
 
 export const publish = (client: MqttClient, topic: string, payload: unknown, qos: 0 | 1 = 1) =>

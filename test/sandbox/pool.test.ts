@@ -22,7 +22,8 @@ function translate({ encodedData }) {
 const pool = suite<{ sandbox: Sandbox; program: Program }>('sandbox: the warm context pool');
 
 pool.before(async (context) => {
-  context.sandbox = createSandbox({ poolSize: 1, timeoutMs: 250 });
+  // A deadline well above what the heap bomb takes to reach the memory cap, so it fails on memory, not time, also on a slow machine.
+  context.sandbox = createSandbox({ poolSize: 1, timeoutMs: 1000 });
   context.program = await context.sandbox.load({ key: 'counting@1.0.0', code: counting, spec: { calls: { type: 'number', unit: '', quantity: 'count' } } });
 });
 pool.after((context) => {

@@ -104,7 +104,7 @@ async function misbehaves(ctx: { t: TestPlatform; device: string; count: number;
   const normal = await uplink(t, device, climateHex(temperature, 0, 0), 1);
   assert.is(normal.temperature, temperature, 'the next uplink decodes normally');
   assert.is(normal.note, undefined, 'the next call runs in a clean context');
-  await settle();
+  await settle(t);
   assert.is((await logsOf(t, device)).length, ctx.count, 'a successful translation writes no log');
   assert.is(({} as Record<string, unknown>).polluted, undefined, 'the host prototype is untouched');
   return entry;
@@ -231,7 +231,7 @@ errors('when a decoder reached over MQTT violates its spec, then the raw uplink 
     return d.body.temperature === 9.5 ? d.body : undefined;
   }, 5000, 'the next MQTT uplink decoded');
   assert.is(decoded.encodedData.port, 1);
-  await settle();
+  await settle(t);
   assert.is((await logsOf(t, mqttDevice._id)).length, 1, 'the successful translation writes no log');
   await c.endAsync();
 });
@@ -283,7 +283,7 @@ errors('when one device’s payloads make a shared decoder loop three times with
   assert.is(neighbour.temperature, 17.5, 'the next uplink of another device decodes normally');
   assert.is(t.platform.translation.calls, calls + 1);
   assert.ok(Date.now() - started < 1000, 'without waiting for a deadline');
-  await settle();
+  await settle(t);
   assert.equal(await logsOf(t, b), [], 'the other device has no log entry');
 
   // The suspended device stays suspended for the window, even for a payload that would decode.

@@ -1,6 +1,6 @@
 import * as assert from 'uvu/assert';
 import type { TestPlatform } from '../support/platform.js';
-import { eventually } from '../ingest/support.js';
+import { eventually, projected } from '../ingest/support.js';
 import { climateSensor } from '../sandbox/fixtures.js';
 
 export { climateHex, climateSensor, dailyTemperature, gateway } from '../sandbox/fixtures.js';
@@ -62,8 +62,15 @@ export function logsAtLeast(t: TestPlatform, resourceId: string, count: number):
   return eventually(async () => {
     const logs = await logsOf(t, resourceId);
     return logs.length >= count ? logs : undefined;
-  }, 5000, `${count} log entries on ${resourceId}`);
+  }, 10_000, `${count} log entries on ${resourceId}`);
 }
 
-/** Lets asynchronous log writes land before asserting that none was written. */
-export const settle = () => new Promise((r) => setTimeout(r, 300));
+/**
+ * Lets asynchronous log writes land before asserting that none was written:
+ * a log entry is appended shortly after the translation that caused it, and
+ * the read models then include everything stored by that time.
+ */
+export async function settle(t: TestPlatform): Promise<void> {
+  await new Promise((r) => setTimeout(r, 300));
+  await projected(t);
+}

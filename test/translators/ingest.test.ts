@@ -53,7 +53,7 @@ ingest('given an MQTT device, when its model name is set after the first message
   assert.is(decoded.batteryVoltage, 2.95);
   assert.is(decoded.rssi, -70, 'the uplink’s other fields are kept');
   await c.endAsync();
-  await settle();
+  await settle(t);
   assert.equal(await logsOf(t, first._id), [], 'a successful translation writes no log');
 });
 
@@ -65,7 +65,7 @@ ingest('given a device with preferences, when a raw uplink is posted over HTTP, 
   assert.is(after.batteryVoltage, 3.3);
   const history = await t.call('GET', `/api/iotnodes/${device._id}/stats?measurement=temperature`);
   assert.equal(history.body.map((x: any) => x.value), [-4.5], 'decoded fields have history like any reported field');
-  await settle();
+  await settle(t);
   assert.equal(await logsOf(t, device._id), []);
 });
 
@@ -161,7 +161,7 @@ ingest('given a chain whose later translator throws, when an uplink is decoded, 
   const after = await uplink(t, device._id, climateHex(18, 50, 3100));
   assert.is(after.temperature, 18);
   assert.is(after.comfortIndex, undefined);
-  await settle();
+  await settle(t);
   assert.equal(await logsOf(t, device._id), []);
 });
 
@@ -185,7 +185,7 @@ ingest('given a gateway device on MQTT, when its decoder returns additionalDevic
   assert.is(sb.temperature, -1.5);
   assert.ok(sa.reportedAt, 'a sub-device update is a report of that device');
   await c.endAsync();
-  await settle();
+  await settle(t);
   assert.equal(await logsOf(t, gw._id), [], 'every identifier matched: no log entry');
 });
 
@@ -220,7 +220,7 @@ ingest('given a decoder and two chained translators, when uplinks arrive, then t
   assert.is(d.temperatureDayCount, 3, 'the first chained translator’s result is kept');
   assert.is(d.temperatureDayMean, 14.33);
   assert.is(d.temperatureDayMaxFahrenheit, 77, 'the throwing translator wrote nothing');
-  await settle();
+  await settle(t);
   assert.equal(await logsOf(t, device._id), [], 'a later translator that throws writes no log');
 });
 
