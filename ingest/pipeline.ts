@@ -85,7 +85,7 @@ export class IngestPipeline {
       WHERE type = 'DeviceReported' ORDER BY global_position DESC LIMIT ${limit}`.execute(this.db);
     for (const { c } of rows.reverse()) {
       const m = /^mqtt:([0-9a-f]+):(\d+):(.*)$/s.exec(c ?? '');
-      if (m) this.remember(`${m[3]}\u0000${m[2]}`, m[1]!);
+      if (m) this.stored.set(`${m[3]}\u0000${m[2]}`, m[1]!);
     }
   }
 
@@ -120,10 +120,6 @@ export class IngestPipeline {
         if (this.pending.length) this.schedule(this.pending.length >= this.maxBatch ? 0 : Math.min(this.lingerMs, 1));
       });
     }, ms);
-  }
-
-  private remember(key: string, hash: string): void {
-    this.stored.set(key, hash);
   }
 
   private async flush(): Promise<void> {
@@ -217,7 +213,7 @@ export class IngestPipeline {
         message: 'Messages not stored: the database refused their content (for example a lone surrogate in a string)',
       }, 'refused content');
     }
-    for (const r of remembered) this.remember(r.key, r.hash);
+    for (const r of remembered) this.stored.set(r.key, r.hash);
     const conns = new Set(acked.map((m) => m.conn).filter((c) => c !== undefined));
     for (const c of conns) c.cork();
     for (const m of acked) m.done(null);

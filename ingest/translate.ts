@@ -237,7 +237,7 @@ export class Translation implements Decoder {
           break;
         }
       }
-      this.remember(deviceId, applyReport(doc, [], reportableFields(merged, false).kept));
+      this.docs.set(deviceId, applyReport(doc, [], reportableFields(merged, false).kept));
     }
     return { payload: merged, updates: this.subDevices(deviceId, info, updates) };
   }
@@ -251,7 +251,7 @@ export class Translation implements Decoder {
    */
   private undecoded(deviceId: string, payload: DeviceDoc): Decoded {
     const cached = this.docs.get(deviceId);
-    if (cached) this.remember(deviceId, applyReport(cached, [], reportableFields(payload, false).kept));
+    if (cached) this.docs.set(deviceId, applyReport(cached, [], reportableFields(payload, false).kept));
     return { payload, updates: [] };
   }
 
@@ -278,7 +278,7 @@ export class Translation implements Decoder {
       const { kept } = reportableFields(result, false);
       if (Object.keys(kept).length === 0) continue;
       const cached = this.docs.get(id);
-      if (cached) this.remember(id, applyReport(cached, [], kept));
+      if (cached) this.docs.set(id, applyReport(cached, [], kept));
       out.push({ deviceId: id, payload: kept });
     }
     return out;
@@ -341,12 +341,8 @@ export class Translation implements Decoder {
     if (cached) return cached;
     const row = await this.db.selectFrom('devices').select('doc').where('id', '=', deviceId).executeTakeFirst();
     const doc = row?.doc ?? {};
-    this.remember(deviceId, doc);
-    return doc;
-  }
-
-  private remember(deviceId: string, doc: DeviceDoc): void {
     this.docs.set(deviceId, doc);
+    return doc;
   }
 
   private chainOf(deviceId: string, info: DeviceInfo): Chain {

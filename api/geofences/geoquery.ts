@@ -1,7 +1,7 @@
 import { sql, type Expression, type SqlBool } from 'kysely';
 import type { Deps } from '../deps.js';
 import type { Principal } from '../auth/principal.js';
-import { requireAccess } from '../access.js';
+import { readableBy } from '../access.js';
 import { loadOpenApi } from '../openapi.js';
 import { Ajv } from 'ajv';
 import { parseGeoquery } from '../../domain/geofences/geoquery.js';
@@ -36,9 +36,8 @@ function checkShape(ring: unknown, field: string): void {
 export async function geoqueryCondition(deps: Deps, principal: Principal, text: string, column: string): Promise<Expression<SqlBool>> {
   const query = parseGeoquery(text);
   if (query.kind === 'fence') {
-    await requireAccess(deps, principal, query.id, 'read', GEOFENCE_NOT_FOUND);
-    // Rights are kept by id for every kind of resource: a readable id may name a device, not a fence.
-    const fence = await deps.db.selectFrom('geofences').select('id').where('id', '=', query.id).executeTakeFirst();
+    // One query for the object check and the row: a readable id may name a device, not a fence.
+    const fence = await deps.db.selectFrom('geofences').select('id').where('id', '=', query.id).where(readableBy(principal, 'geofences.id')).executeTakeFirst();
     if (!fence) throw new NotFoundError(GEOFENCE_NOT_FOUND);
     return sql<SqlBool>`ST_Contains((SELECT g.geom FROM geofences g WHERE g.id = ${query.id}), ${sql.ref(column)})`;
   }

@@ -27,12 +27,14 @@ const toGeofence = (row: Row) => ({
 });
 
 /**
- * The stored fence. Access rights are kept by id for every kind of resource,
- * so an id the caller may read can still name a device or a dashboard: no
- * geofence row then means 404, like an unknown id.
+ * The stored fence, and with a `reader` only if that caller may read it: the
+ * object check and the row in one query. No row is 404, whether the id is
+ * unknown, not readable, or names another kind of resource.
  */
-async function selectGeofence(deps: Deps, id: string): Promise<Row> {
-  const row = await deps.db.selectFrom('geofences').select(COLUMNS).where('id', '=', id).executeTakeFirst();
+async function selectGeofence(deps: Deps, id: string, reader?: Principal): Promise<Row> {
+  let query = deps.db.selectFrom('geofences').select(COLUMNS).where('id', '=', id);
+  if (reader) query = query.where(readableBy(reader, 'geofences.id'));
+  const row = await query.executeTakeFirst();
   if (!row) throw new NotFoundError(GEOFENCE_NOT_FOUND);
   return row;
 }
@@ -83,9 +85,7 @@ export function geofenceRoutes(deps: Deps): Router {
   });
 
   router.get('/api/geofences/:id', async (req, res) => {
-    const id = req.params.id as string;
-    await requireAccess(deps, principalOf(req), id, 'read', GEOFENCE_NOT_FOUND);
-    res.json(toGeofence(await selectGeofence(deps, id)));
+    res.json(toGeofence(await selectGeofence(deps, req.params.id as string, principalOf(req))));
   });
 
   router.put('/api/geofences/:id', async (req, res) => {

@@ -136,7 +136,7 @@ async function main(): Promise<void> {
     await Promise.all(warm.map((c) => c.endAsync()));
     let devices: { _id: string }[] = [];
     for (let tries = 0; devices.length < DEVICES && tries < 100; tries++) {
-      devices = await call('GET', `/api/iotnodes?limit=1000&fields=_id&filter[name]=${encodeURIComponent('bench/device-')}`);
+      devices = await call<{ _id: string }[]>('GET', `/api/iotnodes?limit=1000&fields=_id&filter[name]=${encodeURIComponent('bench/device-')}`);
       if (devices.length < DEVICES) await new Promise((r) => setTimeout(r, 200));
     }
     const consumerSet = await call('POST', '/api/basic-credentials-sets', { username: 'bench-consumer', password: 'bench-consumer-password' });

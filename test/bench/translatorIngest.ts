@@ -124,7 +124,7 @@ export async function measureIngest(): Promise<IngestFigures> {
       if (!preferences[variant]) continue;
       let devices: { _id: string }[] = [];
       for (let tries = 0; devices.length < DEVICES && tries < 100; tries++) {
-        devices = await call('GET', `/api/iotnodes?limit=1000&fields=_id&filter[name]=${encodeURIComponent(`bench/${variant}-`)}`);
+        devices = await call<{ _id: string }[]>('GET', `/api/iotnodes?limit=1000&fields=_id&filter[name]=${encodeURIComponent(`bench/${variant}-`)}`);
         if (devices.length < DEVICES) await new Promise((r) => setTimeout(r, 200));
       }
       for (const d of devices) await call('PUT', `/api/iotnodes/${d._id}`, { translatorPreferences: preferences[variant] });
@@ -139,7 +139,7 @@ export async function measureIngest(): Promise<IngestFigures> {
     await Promise.all(clients.map((c) => c.endAsync()));
     const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
     const accepted = { plain: mean(samples.plain), decoder: mean(samples.decoder), chain: mean(samples.chain) };
-    const sample = (await call('GET', `/api/iotnodes?limit=1&filter[name]=${encodeURIComponent('bench/chain-0')}`))[0] as Record<string, unknown>;
+    const sample = (await call<Record<string, unknown>[]>('GET', `/api/iotnodes?limit=1&filter[name]=${encodeURIComponent('bench/chain-0')}`))[0]!;
     const ratio = (a: number, b: number) => Math.round((a / b) * 1000) / 1000;
     return {
       seconds: SECONDS,

@@ -4,6 +4,7 @@ import { compileTemplateRules } from '../../api/dashboards/rules.js';
 import { loadOpenApi } from '../../api/openapi.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { TEMPLATES } from './given.js';
+import { MAX_WIDGETS } from '../../domain/dashboards/templates.js';
 
 const rules = suite('widget template rules');
 
@@ -75,6 +76,12 @@ rules('given a write, when a setting fails, then the ValidationError names it un
     () => compiled.forWrite('swimlane', { signals: [{ deviceId: 'd', field: 'f' }], windowSeconds: 5 }, 'widgets.2.settings'),
     (e: unknown) => e instanceof ValidationError && e.message === 'ERR - widgets.2.settings.windowSeconds must be at least 10',
   );
+});
+
+rules('given the document, then the widget cap of create and layout is the one the decider keeps for add and duplicate', () => {
+  const schemas = loadOpenApi().components.schemas as Record<string, { properties: { widgets: { maxItems?: number } } }>;
+  assert.is(schemas.DashboardCreate!.properties.widgets.maxItems, MAX_WIDGETS);
+  assert.is(schemas.DashboardPatch!.properties.widgets.maxItems, MAX_WIDGETS);
 });
 
 rules.run();

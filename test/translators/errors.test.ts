@@ -2,7 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
-import { climateHex, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink, type LogLine } from './given.js';
+import { climateHex, deviceWhen, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink, type LogLine } from './given.js';
 
 /**
  * One hardware decoder that decodes port 1 normally and misbehaves on the
@@ -61,6 +61,16 @@ const spec = {
 };
 
 const errors = suite<{ t: TestPlatform; p: Provider; device: string; count: number; next: number }>('Translator errors and sandbox escapes through ingest');
+
+/** A device created by a first message on `topic`, then given the hostile decoder; the connection stays open. */
+async function givenHostileMqttDevice({ t, p }: { t: TestPlatform; p: Provider }, topic: string) {
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { hello: 1 });
+  const mqttDevice = await deviceOf(t, topic);
+  const put = await t.call('PUT', `/api/iotnodes/${mqttDevice._id}`, { body: { translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] } });
+  assert.is(put.status, 200, put.text);
+  return { c, mqttDevice };
+}
 
 errors.before(async (ctx) => {
   ctx.t = await startTestPlatform();
@@ -181,18 +191,12 @@ errors('when a decoder pollutes Object.prototype inside its own sandbox context,
 });
 
 errors('when an escape arrives over MQTT, then the broker keeps serving and the next message decodes', async (ctx) => {
-  const { t, p } = ctx;
+  const { t } = ctx;
   const topic = 'svc/generic/v2/hostile/one';
-  const c = await connectMqtt(t, p.username, p.password);
-  await publish(c, topic, { hello: 1 });
-  const mqttDevice = await deviceOf(t, topic);
-  await t.call('PUT', `/api/iotnodes/${mqttDevice._id}`, { body: { translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] } });
+  const { c, mqttDevice } = await givenHostileMqttDevice(ctx, topic);
   await publish(c, topic, { encodedData: { hexEncoded: '00', port: 30 } });
   await publish(c, topic, { encodedData: { hexEncoded: climateHex(12.5, 0, 0), port: 1 } });
-  const decoded = await eventually(async () => {
-    const d = await t.call('GET', `/api/iotnodes/${mqttDevice._id}`);
-    return d.body.temperature === 12.5 ? d.body : undefined;
-  }, 8000, 'the message after the time-out');
+  const decoded = await deviceWhen(t, mqttDevice._id, (d) => d.temperature === 12.5, 'the message after the time-out');
   assert.is(decoded.encodedData.port, 1);
   const logs = await logsAtLeast(t, mqttDevice._id, 1);
   assert.match(logs[0]!.message, /^Translator hostile-decoder 1\.0\.0 failed \(timeout\)/);
@@ -200,13 +204,9 @@ errors('when an escape arrives over MQTT, then the broker keeps serving and the 
 });
 
 errors('when a decoder reached over MQTT violates its spec, then the raw uplink is stored undecoded and the device gets the same log entry as over HTTP', async (ctx) => {
-  const { t, p } = ctx;
+  const { t } = ctx;
   const topic = 'svc/generic/v2/hostile/spec';
-  const c = await connectMqtt(t, p.username, p.password);
-  await publish(c, topic, { hello: 1 });
-  const mqttDevice = await deviceOf(t, topic);
-  const put = await t.call('PUT', `/api/iotnodes/${mqttDevice._id}`, { body: { translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] } });
-  assert.is(put.status, 200, put.text);
+  const { c, mqttDevice } = await givenHostileMqttDevice(ctx, topic);
   await publish(c, topic, { encodedData: { hexEncoded: 'abcd', port: 10 }, rssi: -80 });
   const logs = await logsAtLeast(t, mqttDevice._id, 1);
   const entry = logs[0]!;
@@ -217,19 +217,12 @@ errors('when a decoder reached over MQTT violates its spec, then the raw uplink 
   assert.equal({ translator: entry.data?.translator, version: entry.data?.version, kind: entry.data?.kind, key: entry.data?.key }, { translator: 'hostile-decoder', version: '1.0.0', kind: 'spec', key: 'humidity' });
   const kept = Date.parse(entry.expiresAt!) - Date.parse(entry.time);
   assert.ok(Math.abs(kept - 6 * 3600 * 1000) < 5000, `kept 6 hours, not ${kept} ms`);
-  // A PUBACK means the report is stored; the read model follows it shortly.
-  const stored = await eventually(async () => {
-    const d = await t.call('GET', `/api/iotnodes/${mqttDevice._id}`);
-    return d.body.rssi === -80 ? d.body : undefined;
-  }, 5000, 'the report reaches the read model');
+  const stored = await deviceWhen(t, mqttDevice._id, (d) => d.rssi === -80, 'the report reaches the read model');
   assert.equal(stored.encodedData, { hexEncoded: 'abcd', port: 10 }, 'the raw uplink is stored');
   assert.is(stored.humidity, undefined, 'nothing of the rejected translation is applied');
 
   await publish(c, topic, { encodedData: { hexEncoded: climateHex(9.5, 0, 0), port: 1 } });
-  const decoded = await eventually(async () => {
-    const d = await t.call('GET', `/api/iotnodes/${mqttDevice._id}`);
-    return d.body.temperature === 9.5 ? d.body : undefined;
-  }, 5000, 'the next MQTT uplink decoded');
+  const decoded = await deviceWhen(t, mqttDevice._id, (d) => d.temperature === 9.5, 'the next MQTT uplink decoded');
   assert.is(decoded.encodedData.port, 1);
   await settle(t);
   assert.is((await logsOf(t, mqttDevice._id)).length, 1, 'the successful translation writes no log');

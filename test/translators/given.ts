@@ -57,6 +57,13 @@ export async function logsOf(t: TestPlatform, resourceId: string): Promise<LogLi
   return res.body.logs;
 }
 
+/** The device once `check` holds for it (reports that arrive over MQTT reach the read model shortly after their PUBACK). */
+export const deviceWhen = (t: TestPlatform, id: string, check: (d: Record<string, any>) => boolean, what: string) =>
+  eventually(async () => {
+    const res = await t.call('GET', `/api/iotnodes/${id}`);
+    return res.status === 200 && check(res.body) ? (res.body as Record<string, any>) : undefined;
+  }, 10_000, what);
+
 /** Waits for the `count`-th log entry on a resource (log writes are asynchronous). */
 export function logsAtLeast(t: TestPlatform, resourceId: string, count: number): Promise<LogLine[]> {
   return eventually(async () => {

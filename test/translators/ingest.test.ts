@@ -3,9 +3,9 @@ import * as assert from 'uvu/assert';
 import { pino } from 'pino';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
-import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
+import { connectMqtt, deviceOf, givenProvider, publish, type Provider } from '../ingest/support.js';
 import { rebuild } from '../../projections/rebuild.js';
-import { climateHex, climateSensor, dailyTemperature, gateway, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink } from './given.js';
+import { climateHex, climateSensor, dailyTemperature, deviceWhen, gateway, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink } from './given.js';
 
 const ROOT = 'svc/generic/v2/translators';
 
@@ -28,13 +28,6 @@ ingest.before(async (ctx) => {
 ingest.after(async (ctx) => {
   await ctx.t.stop();
 });
-
-/** The device once `check` holds for it. */
-const deviceWhen = (t: TestPlatform, id: string, check: (d: Record<string, any>) => boolean, what: string) =>
-  eventually(async () => {
-    const res = await t.call('GET', `/api/iotnodes/${id}`);
-    return res.status === 200 && check(res.body) ? (res.body as Record<string, any>) : undefined;
-  }, 5000, what);
 
 ingest('given an MQTT device, when its model name is set after the first message, then the next raw uplink is decoded by the matching translator', async ({ t, p }) => {
   const topic = `${ROOT}/climate`;
