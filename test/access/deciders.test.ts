@@ -6,14 +6,15 @@ import { accessDecider } from '../../domain/access/rights.js';
 import { roleDecider } from '../../domain/access/customRoles.js';
 import { usergroupDecider, type UsergroupEvent } from '../../domain/usergroups/usergroup.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
+import { deciderSpec } from '../support/decider.js';
 
-/** Given events, when a command: the events decided, or the error thrown. Pure; no store. */
+/** Given events, when a command: the events decided, or the error thrown (the shared decider spec, as a value). */
 function given<C, S, E extends DomainEvent>(decider: Decider<C, S, E>, events: E[]) {
-  const state = events.reduce(decider.evolve, decider.initialState());
+  const spec = deciderSpec(decider).given(events);
   return {
     when(command: C): E[] | Error {
       try {
-        return decider.decide(command, state);
+        return spec.when(command).events();
       } catch (error) {
         return error as Error;
       }

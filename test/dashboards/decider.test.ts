@@ -4,10 +4,10 @@ import {
   dashboardDecider,
   type DashboardCommand,
   type DashboardEvent,
-  type DashboardState,
   type Widget,
 } from '../../domain/dashboards/dashboard.js';
 import { ConflictError, ForbiddenError, NotFoundError, UnprocessableError, ValidationError } from '../../domain/shared/errors.js';
+import { deciderSpec } from '../support/decider.js';
 
 const decider = suite('dashboard decider');
 
@@ -20,26 +20,7 @@ const created: DashboardEvent = {
   data: { id: ID, createdBy: 'user-1', name: 'Plant', title: 'T', description: 'D', headerSettings: { align: 'left' }, widgets: [A, B], at },
 };
 
-/** Given these events, when this command is decided, then these events (or this error). */
-function given(events: DashboardEvent[]) {
-  const state = events.reduce<DashboardState>((s, e) => dashboardDecider.evolve(s, e), dashboardDecider.initialState());
-  return {
-    when: (command: DashboardCommand) => ({
-      then: (expected: DashboardEvent[]) => assert.equal(dashboardDecider.decide(command, state), expected),
-      thenThrows: (type: new (...args: never[]) => Error, message?: string) => {
-        try {
-          dashboardDecider.decide(command, state);
-        } catch (error) {
-          assert.instance(error, type);
-          if (message !== undefined) assert.is((error as Error).message, message);
-          return;
-        }
-        assert.unreachable('expected an error');
-      },
-    }),
-    state,
-  };
-}
+const given = (events: DashboardEvent[]) => deciderSpec(dashboardDecider).given(events);
 
 decider('given no dashboard, when it is created, then DashboardCreated carries id, creator, header and every widget', () => {
   given([])

@@ -1,29 +1,11 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { userDecider, UPDATE_PASSWORD, type UserCommand, type UserEvent } from '../../domain/users/user.js';
+import { userDecider, UPDATE_PASSWORD, type UserEvent } from '../../domain/users/user.js';
 import { usernameDecider } from '../../domain/users/username.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
+import { deciderSpec } from '../support/decider.js';
 
-/** Given events, when a command, then events (or an error): the decider alone, no store. */
-function given(events: UserEvent[]) {
-  const state = events.reduce(userDecider.evolve, userDecider.initialState());
-  return {
-    when: (command: UserCommand) => ({
-      then: (expected: UserEvent[]) => assert.equal(userDecider.decide(command, state), expected),
-      thenThrows: (type: new (...args: never[]) => Error, message?: RegExp) => {
-        try {
-          userDecider.decide(command, state);
-        } catch (error) {
-          assert.instance(error, type);
-          if (message) assert.match((error as Error).message, message);
-          return;
-        }
-        assert.unreachable('the command was accepted');
-      },
-    }),
-    state,
-  };
-}
+const given = (events: UserEvent[]) => deciderSpec(userDecider).given(events);
 
 const id = '6f1c1c9e-8a55-4d0b-9d8a-0f5f2b3c4d5e';
 const at = '2026-01-01T00:00:00.000Z';
