@@ -9,6 +9,7 @@ import { operationMatcher, type OpenApiDocument, type Operation } from './openap
 import { NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
 import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
+import { checkInput, contentEncoding } from './input.js';
 
 /** Body cap for JSON requests; larger bodies get 413. */
 export const JSON_LIMIT = '1mb';
@@ -54,9 +55,12 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   const operationOf = operationMatcher(openapi);
   app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
   app.use(authorizeMethod(deps, operationOf));
+  app.use(contentEncoding());
   app.use(express.json({ limit: JSON_LIMIT }));
 
   for (const parser of routes.parsers ?? []) app.use(parser);
+  // Text and shape limits (NUL, lone surrogates, depth, key length) before the validator or a route walks the input.
+  app.use(checkInput(operationOf));
   memoizeValidatorRouteMatchers();
   app.use(
     OpenApiValidator.middleware({

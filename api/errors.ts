@@ -6,12 +6,15 @@ import {
   ConflictError,
   ForbiddenError,
   NotFoundError,
+  BadRequestError,
   PayloadTooLargeError,
   PlatformError,
   PreconditionFailedError,
+  TooManyRequestsError,
   UnauthorizedError,
   UnavailableError,
   UnprocessableError,
+  UnsupportedMediaTypeError,
   ValidationError,
 } from '../domain/shared/errors.js';
 
@@ -29,7 +32,25 @@ export function statusOf(error: PlatformError): number {
   if (error instanceof ConcurrencyError || error instanceof ConflictError) return 409;
   if (error instanceof PayloadTooLargeError) return 413;
   if (error instanceof UnavailableError) return 503;
+  if (error instanceof UnsupportedMediaTypeError) return 415;
+  if (error instanceof TooManyRequestsError) return 429;
+  if (error instanceof BadRequestError) return 400;
   return 400;
+}
+
+/**
+ * Errors of the HTTP layer itself (body-parser, the router), which carry a
+ * 4xx `status` and a `type`: an encoding the body parser does not speak, a
+ * body that does not decode with its `Content-Encoding`, a path that does not
+ * percent-decode. Never a 500: the request is what is wrong.
+ */
+function fromHttpLayer(err: { status?: unknown; type?: unknown; message?: unknown; encoding?: unknown }): { status: number; message: string } | null {
+  const status = typeof err.status === 'number' ? err.status : null;
+  if (status === null || status < 400 || status >= 500) return null;
+  if (err.type === 'encoding.unsupported') return { status: 415, message: `ERR - Content-Encoding ${String(err.encoding ?? '')} is not supported; send the body as identity, gzip, deflate or br` };
+  if (err.type === 'charset.unsupported') return { status: 415, message: `ERR - ${String(err.message)}; send JSON as UTF-8` };
+  if (status === 400 && (err.type === undefined || err.type === 'stream.encoding.set')) return { status: 400, message: 'ERR - body could not be read: it does not decode with its Content-Encoding, or it ended early' };
+  return { status, message: `ERR - ${String(err.message ?? 'bad request')}` };
 }
 
 interface ValidatorError {
@@ -77,6 +98,7 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   if (err instanceof PlatformError) {
     status = statusOf(err);
     message = err.message;
+    if (err instanceof TooManyRequestsError) res.setHeader('Retry-After', String(err.retryAfterSeconds));
     if (err instanceof ConcurrencyError) message = 'The resource was changed by another request; read it again and retry';
   } else if (body?.type === 'entity.parse.failed') {
     // A body that cannot be parsed fails validation like any other malformed body.
@@ -91,8 +113,11 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     message = `ERR - body is larger than ${body.limit} bytes`;
   } else {
     const mapped = fromValidator(err as ValidatorError);
+    const http = mapped ? null : fromHttpLayer(err as Parameters<typeof fromHttpLayer>[0]);
     if (mapped) {
       ({ status, message } = mapped);
+    } else if (http) {
+      ({ status, message } = http);
     } else {
       const errorId = randomUUID();
       req.log?.error({ err, errorId }, 'unexpected error');

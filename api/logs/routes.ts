@@ -3,23 +3,16 @@ import { sql, type Expression, type SqlBool } from 'kysely';
 import type { Deps } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy } from '../access.js';
-import { ValidationError } from '../../domain/shared/errors.js';
+import { isUuid } from '../../domain/shared/ids.js';
+import { cursors } from '../cursor.js';
 
 interface Cursor {
   time: string;
   id: string;
 }
 
-const encode = (c: Cursor) => Buffer.from(JSON.stringify(c)).toString('base64url');
-function decode(text: string): Cursor {
-  try {
-    const c = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as Cursor;
-    if (typeof c.time === 'string' && typeof c.id === 'string' && !isNaN(Date.parse(c.time))) return c;
-  } catch {
-    // reported below
-  }
-  throw ValidationError.field('cursor', 'is not a cursor this API returned');
-}
+const isCursor = (c: unknown): c is Cursor =>
+  typeof c === 'object' && c !== null && typeof (c as Cursor).time === 'string' && !isNaN(Date.parse((c as Cursor).time)) && isUuid((c as Cursor).id);
 
 /** The distinct lower-case values of a list parameter, given repeated, comma-separated or both. */
 function listOf(value: string | string[] | undefined): string[] {
@@ -30,6 +23,7 @@ function listOf(value: string | string[] | undefined): string[] {
 /** `GET /api/logs`: newest first, only entries on resources the caller can read, paged by an opaque cursor. */
 export function logRoutes(deps: Deps): Router {
   const router = Router();
+  const pages = cursors(deps.jwtSecret, 'logs');
 
   router.get('/api/logs', async (req, res) => {
     const q = req.query as Record<string, string | undefined>;
@@ -47,7 +41,7 @@ export function logRoutes(deps: Deps): Router {
     if (q.from) where.push(sql<SqlBool>`l.time >= ${new Date(q.from)}`);
     if (q.to) where.push(sql<SqlBool>`l.time < ${new Date(q.to)}`);
     if (q.cursor) {
-      const c = decode(q.cursor);
+      const c = pages.open(q.cursor, isCursor);
       where.push(sql<SqlBool>`(l.time, l.id) < (${c.time}::timestamptz, ${c.id}::uuid)`);
     }
     const limit = Number(q.limit ?? 100);
@@ -68,7 +62,7 @@ export function logRoutes(deps: Deps): Router {
         ...(r.expires_at ? { expiresAt: r.expires_at.toISOString() } : {}),
         ...(r.data ? { data: r.data } : {}),
       })),
-      nextCursor: rows.length > limit && last ? encode({ time: last.time.toISOString(), id: last.id }) : null,
+      nextCursor: rows.length > limit && last ? pages.seal({ time: last.time.toISOString(), id: last.id }) : null,
     });
   });
 

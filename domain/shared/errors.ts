@@ -60,5 +60,21 @@ export class PreconditionFailedError extends PlatformError {}
 
 export class PayloadTooLargeError extends PlatformError {}
 
+/** A request the server cannot read at all (a tampered cursor, a body that does not decode): 400. */
+export class BadRequestError extends PlatformError {}
+
+/** A body in an encoding the server does not speak: 415. */
+export class UnsupportedMediaTypeError extends PlatformError {}
+
+/** Too many requests of one kind from one caller; `retryAfterSeconds` says when to try again: 429. */
+export class TooManyRequestsError extends PlatformError {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(message);
+  }
+}
+
 /** The write is stored, but its read models did not follow within the wait bound. */
 export class UnavailableError extends PlatformError {}

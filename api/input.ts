@@ -1,0 +1,61 @@
+import type { RequestHandler } from 'express';
+import { jsonProblem, textProblem } from '../domain/shared/json.js';
+import type { Operation } from './openapi.js';
+import { BadRequestError, UnsupportedMediaTypeError, ValidationError } from '../domain/shared/errors.js';
+
+/** Content encodings a request body may arrive in; the JSON parser inflates them. */
+export const BODY_ENCODINGS = ['identity', 'gzip', 'deflate', 'br'] as const;
+
+/**
+ * Refuses, before any body is read, a `Content-Encoding` the platform does
+ * not decode (415), and any encoding on a multipart upload, whose parser
+ * reads the bytes as they come.
+ */
+export function contentEncoding(): RequestHandler {
+  return (req, _res, next) => {
+    const header = req.headers['content-encoding'];
+    if (header === undefined) return next();
+    const encoding = header.trim().toLowerCase();
+    const multipart = /^multipart\//i.test(req.headers['content-type'] ?? '');
+    if (encoding === 'identity' || encoding === '') return next();
+    if (multipart || !(BODY_ENCODINGS as readonly string[]).includes(encoding)) {
+      return next(new UnsupportedMediaTypeError(`ERR - Content-Encoding ${encoding.slice(0, 40)} is not supported${multipart ? ' on uploads' : ''}; send the body as ${multipart ? 'identity' : BODY_ENCODINGS.join(', ')}`));
+    }
+    next();
+  };
+}
+
+/**
+ * The one check of everything a request carries as text, after the body is
+ * parsed and before validation or any route sees it: the path, the query and
+ * the body hold no NUL or lone surrogate, no key past its length cap, no
+ * nesting past the depth cap, no number that is not finite
+ * (`domain/shared/json.ts`). A body that fails is 422 `ERR - <field> <why>`;
+ * a path or query that fails is 422 naming the parameter.
+ */
+export function checkInput(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
+  return (req, _res, next) => {
+    let path: string;
+    try {
+      path = decodeURIComponent(req.path);
+    } catch {
+      return next(new BadRequestError('ERR - path is not valid percent-encoded UTF-8'));
+    }
+    const inPath = textProblem(path);
+    if (inPath) return next(ValidationError.field('path', inPath));
+    const query = jsonProblem(req.query);
+    if (query) return next(ValidationError.field(query.path || 'query', query.why));
+    // The validator coerces `1e309` to Infinity and lets it pass a `maximum`; a number parameter must be finite first.
+    const parameters = (operationOf(req.method, req.path)?.spec.parameters ?? []) as { name: string; in: string; schema?: { type?: string } }[];
+    for (const p of parameters) {
+      if (p.in !== 'query' || (p.schema?.type !== 'number' && p.schema?.type !== 'integer')) continue;
+      const raw = (req.query as Record<string, unknown>)[p.name];
+      if (typeof raw === 'string' && raw.trim() !== '' && !Number.isFinite(Number(raw))) return next(ValidationError.field(p.name, 'must be a finite number'));
+    }
+    if (req.body !== undefined) {
+      const body = jsonProblem(req.body);
+      if (body) return next(ValidationError.field(body.path || 'body', body.why));
+    }
+    next();
+  };
+}
