@@ -2,7 +2,7 @@ import { sql, type Expression, type RawBuilder, type SqlBool } from 'kysely';
 import type { Deps } from './deps.js';
 import type { Principal } from './auth/principal.js';
 import { satisfies, type Need } from '../domain/access/scopes.js';
-import { ForbiddenError, NotFoundError } from '../domain/shared/errors.js';
+import { ForbiddenError, NotFoundError, type ValidationError } from '../domain/shared/errors.js';
 
 /**
  * The rows of `access_rights` (alias `ar`) that speak for the principal:
@@ -45,4 +45,19 @@ export function readableBy(principal: Principal, column: string): Expression<Sql
     WHERE ar.resource_id = ${sql.ref(column)}
       AND ar.scope && ARRAY['admin', 'write', 'read']::text[]
       AND ${heldBy(principal)})`;
+}
+
+/**
+ * The object check for an id named in a request body (a credentials set a
+ * topic is reserved for, a channel's recipient). A reference the caller
+ * cannot read answers exactly as one that does not exist, with the same 422,
+ * so a body can never be used to learn whether someone else's resource
+ * exists; one readable but not enough for `need` is 403.
+ */
+export async function requireReference(deps: Deps, principal: Principal, resourceId: unknown, need: Need, missing: ValidationError): Promise<Set<string>> {
+  if (typeof resourceId !== 'string') throw missing;
+  const held = await scopesOn(deps, principal, resourceId);
+  if (!satisfies(held, 'read')) throw missing;
+  if (!satisfies(held, need)) throw new ForbiddenError();
+  return held;
 }

@@ -11,7 +11,8 @@ import { isUuid } from '../domain/shared/ids.js';
 import { verifyPassword } from '../domain/users/password.js';
 import { verifyToken } from '../api/auth/tokens.js';
 import type { Registry } from './registry.js';
-import type { IngestPipeline } from './pipeline.js';
+import { dedupKey, type IngestPipeline } from './pipeline.js';
+import { jsonProblem, textProblem } from '../domain/shared/json.js';
 import type { LogWriter } from './logWriter.js';
 
 /** Payloads above this size are refused (acknowledged, not stored, logged): 256 KiB. */
@@ -29,8 +30,16 @@ const CONNECT_BURST = 200;
 const CONNECT_RATE = 100;
 const MAX_CONNECTIONS = 20_000;
 
-/** Who a connection logged in as. */
-export type Session = { kind: 'user'; id: string } | { kind: 'credentials'; id: string };
+/** Who a connection logged in as, and the client id it chose. */
+export type Session = { kind: 'user' | 'credentials'; id: string; clientId: string };
+
+/**
+ * Client ids are scoped to the identity that logs in: the broker keys
+ * sessions, takeovers and redelivery memory by `<identity>/<client id>`, so
+ * another identity choosing the same client id gets a session of its own and
+ * never takes over, or reads, someone else's.
+ */
+export const scopedClientId = (identity: string, clientId: string) => `${identity}/${clientId}`;
 
 export interface BrokerOptions {
   port: number;
@@ -199,7 +208,8 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
               log.warn({ userId: username }, 'MQTT login refused: user missing or disabled');
               return callback(authError('Not authorized', 5), false);
             }
-            sessions.set(client, { kind: 'user', id: username });
+            sessions.set(client, { kind: 'user', id: username, clientId: client.id });
+            client.id = scopedClientId(username, client.id);
             callback(null, true);
           }, (err) => {
             log.error({ err }, 'MQTT login failed');
@@ -214,7 +224,8 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       }
       const key = `${set.passwordHash}\u0000${sha256(secret).toString('hex')}`;
       const accept = () => {
-        sessions.set(client, { kind: 'credentials', id: set.id });
+        sessions.set(client, { kind: 'credentials', id: set.id, clientId: client.id });
+        client.id = scopedClientId(set.id, client.id);
         callback(null, true);
       };
       if (verified.has(key)) return accept();
@@ -273,16 +284,18 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         callback(null);
       };
       if (payload.length > MAX_PAYLOAD_BYTES) return fail(`the payload is larger than ${MAX_PAYLOAD_BYTES} bytes`);
+      const inTopic = textProblem(topic);
+      if (inTopic) return fail(`the topic ${inTopic.replace(/^must/, 'must')}`);
       let body: unknown;
-      const text = payload.toString('utf8');
-      // PostgreSQL cannot store NUL in text or JSON.
-      if (text.includes('\u0000') || /\\u0000/.test(text) || topic.includes('\u0000')) return fail('the payload or topic contains a NUL character');
       try {
-        body = JSON.parse(text);
+        body = JSON.parse(payload.toString('utf8'));
       } catch {
         return fail('the payload is not JSON');
       }
       if (typeof body !== 'object' || body === null || Array.isArray(body)) return fail('the payload is not a JSON object');
+      // Text PostgreSQL cannot store, and nesting that would overflow a recursive walk, are refused here, alone.
+      const problem = jsonProblem(body);
+      if (problem) return fail(`${problem.path ? `the field ${problem.path}` : 'the payload'} ${problem.why} (docs/security.md lists the limits)`);
       const hash = createHash('sha1').update(topic).update('\u0000').update(payload).digest('hex').slice(0, 16);
       const messageId = packet.qos > 0 ? (packet as PublishPacket).messageId : undefined;
       pipeline.submit({
@@ -291,8 +304,8 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         topic,
         payload: body as Record<string, unknown>,
         receivedAt: new Date().toISOString(),
-        correlationId: `mqtt:${hash}:${messageId ?? '-'}:${client.id}`,
-        dedup: messageId !== undefined ? { key: `${client.id}\u0000${messageId}`, hash, redelivery: packet.dup === true } : undefined,
+        correlationId: `mqtt:${hash}:${messageId ?? '-'}:${session.clientId}`,
+        dedup: messageId !== undefined ? { key: dedupKey(session.id, session.clientId, messageId), hash, redelivery: packet.dup === true } : undefined,
         done: (err) => {
           // A failed batch is the platform's trouble, reported by the pipeline; the publisher just sends again.
           if (err) reported.add(err);
@@ -327,7 +340,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     if (session?.kind === 'credentials') {
       const wildcard = /^([+#]) is not allowed in PUBLISH$/.exec(err.message);
       const message = wildcard ? `a publish topic contains the wildcard ${wildcard[1]}, which MQTT does not allow` : why;
-      refuseSet(session.id, `MQTT connection closed: ${message} (client ${client!.id} from ${remoteOf(client!)})`, tooLarge ? 'packet too large' : wildcard ? 'wildcard publish' : 'protocol error');
+      refuseSet(session.id, `MQTT connection closed: ${message} (client ${session.clientId} from ${remoteOf(client!)})`, tooLarge ? 'packet too large' : wildcard ? 'wildcard publish' : 'protocol error');
     } else if (tooLarge) {
       log.warn({ clientId: client?.id, session, remote: client ? remoteOf(client) : undefined, err: why }, 'MQTT connection closed: packet too large');
     } else {

@@ -24,7 +24,10 @@ export interface IngestMessage {
   receivedAt: string;
   /** `mqtt:<hash>:<packet id or ->:<client id>`: the message, as correlation id of its event. */
   correlationId: string;
-  /** For QoS > 0: `<client id>\0<packet id>` and the message hash, to recognise a redelivery. */
+  /**
+   * For QoS > 0: `<credentials set id>\0<client id>\0<packet id>`, the message
+   * hash, and whether the publish carried DUP, to recognise a re-send.
+   */
   dedup?: { key: string; hash: string; redelivery: boolean };
   /** Called once the event is durably stored (or the message was dropped on purpose); an error closes the connection. */
   done: (error?: Error | null) => void;
@@ -43,6 +46,23 @@ export interface PipelineOptions {
 /** Recently stored QoS > 0 messages kept for recognising redeliveries. */
 const DEDUP_CAPACITY = 200_000;
 
+/** The redelivery key of a message: packet ids are per client id, and client ids per credentials set. */
+export const dedupKey = (setId: string, clientId: string, packetId: number | string) => `${setId}\u0000${clientId}\u0000${packetId}`;
+
+/** What one stored QoS > 0 message leaves for recognising a re-send of it. */
+interface Remembered {
+  hash: string;
+  /** The connection that published it; null for messages remembered from the store at start. */
+  conn: object | null;
+}
+
+/** One accepted message and the events it becomes: stored all together, or not at all. */
+interface Unit {
+  message: IngestMessage;
+  appends: Map<string, NewEvent[]>;
+  created: { deviceId: string; setId: string; createdBy: string } | null;
+}
+
 /**
  * Turns accepted publishes into device events. Messages are collected for a
  * few milliseconds (or up to `maxBatch`), then every device's events of the
@@ -55,8 +75,8 @@ export class IngestPipeline {
   private timer: NodeJS.Timeout | null = null;
   private lock: Promise<unknown> = Promise.resolve();
   private flushing = false;
-  /** `<client id>\0<packet id>` → hash of the last stored message with that packet id. */
-  private stored = new RecentMemory<string, string>(DEDUP_CAPACITY);
+  /** Redelivery key → the last stored message with that key. */
+  private stored = new RecentMemory<string, Remembered>(DEDUP_CAPACITY);
   private readonly lingerMs: number;
   private readonly maxBatch: number;
   private closed = false;
@@ -81,11 +101,12 @@ export class IngestPipeline {
    */
   async seed(limit = 100_000): Promise<void> {
     if (this.store.kind !== 'postgres') return;
-    const { rows } = await sql<{ c: string }>`SELECT metadata->>'correlationId' AS c FROM es.events
+    const { rows } = await sql<{ c: string; a: string }>`SELECT metadata->>'correlationId' AS c, metadata->>'actor' AS a FROM es.events
       WHERE type = 'DeviceReported' ORDER BY global_position DESC LIMIT ${limit}`.execute(this.db);
-    for (const { c } of rows.reverse()) {
+    for (const { c, a } of rows.reverse()) {
       const m = /^mqtt:([0-9a-f]+):(\d+):(.*)$/s.exec(c ?? '');
-      if (m) this.stored.set(`${m[3]}\u0000${m[2]}`, m[1]!);
+      const set = /^credentials:(.+)$/.exec(a ?? '');
+      if (m && set) this.stored.set(dedupKey(set[1]!, m[3]!, m[2]!), { hash: m[1]!, conn: null });
     }
   }
 
@@ -122,46 +143,106 @@ export class IngestPipeline {
     }, ms);
   }
 
+  /**
+   * A re-send of a message already stored: the same key and content, sent
+   * with DUP, or sent on a later connection than the one that stored it
+   * (MQTT.js re-sends unacknowledged publishes after a reconnect with DUP
+   * clear). On the connection that stored it, a packet id without DUP is a
+   * new message: a client reuses an id once it has its acknowledgement.
+   */
+  private isResend(m: IngestMessage): boolean {
+    if (!m.dedup) return false;
+    const before = this.stored.get(m.dedup.key);
+    return before !== undefined && before.hash === m.dedup.hash && (m.dedup.redelivery || before.conn !== (m.conn ?? null));
+  }
+
   private async flush(): Promise<void> {
     const batch = this.pending.splice(0, this.maxBatch);
     if (batch.length === 0) return;
-    const streams = new Map<string, NewEvent[]>();
-    const created: { deviceId: string; setId: string; createdBy: string }[] = [];
-    const acked: IngestMessage[] = [];
-    const remembered: { key: string; hash: string }[] = [];
-
+    const units: Unit[] = [];
+    const answered: IngestMessage[] = [];
     for (const m of batch) {
-      if (m.dedup?.redelivery && this.stored.get(m.dedup.key) === m.dedup.hash) {
-        acked.push(m);
+      if (this.isResend(m)) {
+        answered.push(m);
         continue;
       }
-      const secret = m.reserved.topic;
-      let deviceId = this.registry.deviceOfSecret(secret);
-      const context = { actor: `credentials:${m.reserved.setId}`, correlationId: m.correlationId, now: m.receivedAt };
-      if (!deviceId) {
-        if (m.path.length > 0) {
-          // A sub-topic only updates an existing device; it never creates one.
-          this.logs.write({
-            resourceId: m.reserved.setId,
-            resourceType: 'credentialsSet',
-            type: 'warning',
-            priority: 'medium',
-            category: 'update',
-            message: `Message on ${m.topic} dropped: no device exists yet for the reserved topic ${secret}; publish on ${secret} first`,
-          }, `no device for ${secret}`);
-          acked.push(m);
-          continue;
-        }
-        const set = this.registry.credentialsSet(m.reserved.setId);
-        if (!set) {
-          acked.push(m);
-          continue;
-        }
-        deviceId = newResourceId();
-        this.registry.putSecret(deviceId, secret);
-        created.push({ deviceId, setId: set.id, createdBy: set.createdBy });
-        streams.set(deviceStream(deviceId), [toNewEvent(mqttRegistration(deviceId, secret, set.id, set.createdBy, m.receivedAt), context)]);
+      try {
+        const unit = await this.unitOf(m);
+        if (unit) units.push(unit);
+        else answered.push(m);
+      } catch (err) {
+        // A message the pipeline cannot turn into events is set aside alone; the rest of the batch goes on.
+        this.log.error({ err, topic: m.topic }, 'an MQTT message could not be turned into events');
+        this.refuse(m, 'the platform could not process it');
+        answered.push(m);
       }
+    }
+
+    let outcome: { stored: Unit[]; refused: Unit[]; failed: Unit[] };
+    try {
+      await this.addPassedRights(units);
+      outcome = await this.storeUnits(units);
+    } catch (err) {
+      outcome = { stored: [], refused: [], failed: units };
+      this.log.error({ err, messages: batch.length }, 'ingest batch failed; publishers are disconnected and will send again');
+    }
+    for (const u of [...outcome.refused, ...outcome.failed]) {
+      if (u.created) this.registry.forgetSecret(u.created.deviceId);
+      this.decoder?.forget([...u.appends.keys()].filter((s) => s.startsWith(deviceStream(''))).map((s) => s.slice(deviceStream('').length)));
+    }
+    for (const u of outcome.refused) this.refuse(u.message, 'the database refused its content');
+    for (const u of outcome.stored) if (u.message.dedup) this.stored.set(u.message.dedup.key, { hash: u.message.dedup.hash, conn: u.message.conn ?? null });
+    for (const u of outcome.failed) u.message.done(new Error('storing the message failed'));
+
+    const acked = [...answered, ...outcome.stored.map((u) => u.message), ...outcome.refused.map((u) => u.message)];
+    const conns = new Set(acked.map((m) => m.conn).filter((c) => c !== undefined));
+    for (const c of conns) c.cork();
+    for (const m of acked) m.done(null);
+    // aedes writes the PUBACKs as the callbacks run; they leave together when the connections are uncorked.
+    if (conns.size) setTimeout(() => { for (const c of conns) c.uncork(); }, 0);
+  }
+
+  /** A message that will not be stored, logged on its credentials set; its publisher gets its PUBACK. */
+  private refuse(m: IngestMessage, why: string): void {
+    this.logs.write({
+      resourceId: m.reserved.setId,
+      resourceType: 'credentialsSet',
+      type: 'error',
+      priority: 'high',
+      category: 'update',
+      message: `MQTT message on ${m.topic} not stored: ${why}`,
+    }, `refused ${why}`);
+  }
+
+  /** The events one message becomes, or null when it is answered without storing anything. */
+  private async unitOf(m: IngestMessage): Promise<Unit | null> {
+    const secret = m.reserved.topic;
+    let deviceId = this.registry.deviceOfSecret(secret);
+    const context = { actor: `credentials:${m.reserved.setId}`, correlationId: m.correlationId, now: m.receivedAt };
+    const appends = new Map<string, NewEvent[]>();
+    const add = (stream: string, event: NewEvent) => appends.set(stream, [...(appends.get(stream) ?? []), event]);
+    let created: Unit['created'] = null;
+    if (!deviceId) {
+      if (m.path.length > 0) {
+        // A sub-topic only updates an existing device; it never creates one.
+        this.logs.write({
+          resourceId: m.reserved.setId,
+          resourceType: 'credentialsSet',
+          type: 'warning',
+          priority: 'medium',
+          category: 'update',
+          message: `Message on ${m.topic} dropped: no device exists yet for the reserved topic ${secret}; publish on ${secret} first`,
+        }, `no device for ${secret}`);
+        return null;
+      }
+      const set = this.registry.credentialsSet(m.reserved.setId);
+      if (!set) return null;
+      deviceId = newResourceId();
+      this.registry.putSecret(deviceId, secret);
+      created = { deviceId, setId: set.id, createdBy: set.createdBy };
+      add(deviceStream(deviceId), toNewEvent(mqttRegistration(deviceId, secret, set.id, set.createdBy, m.receivedAt), context));
+    }
+    try {
       // Only reports on the device's own topic are decoded; a device created by this very message has no translator yet.
       const decoding = m.path.length === 0 ? this.decoder?.decode(deviceId, m.payload, m.receivedAt) : null;
       const decoded = decoding ? await decoding : null;
@@ -177,80 +258,84 @@ export class IngestPipeline {
         }, 'ignored fields');
       }
       const event: DeviceEvent = { type: 'DeviceReported', data: { id: deviceId, topic: m.topic, path: m.path, payload: kept, reportedAt: m.receivedAt } };
-      const stream = deviceStream(deviceId);
-      const list = streams.get(stream) ?? [];
-      list.push(toNewEvent(event, context, randomUUID()));
-      streams.set(stream, list);
+      add(deviceStream(deviceId), toNewEvent(event, context, randomUUID()));
       for (const u of decoded?.updates ?? []) {
         const sub: DeviceEvent = { type: 'DeviceReported', data: { id: u.deviceId, topic: m.topic, path: [], payload: u.payload, reportedAt: m.receivedAt } };
-        const subStream = deviceStream(u.deviceId);
-        streams.set(subStream, [...(streams.get(subStream) ?? []), toNewEvent(sub, context, randomUUID())]);
+        add(deviceStream(u.deviceId), toNewEvent(sub, context, randomUUID()));
       }
-      acked.push(m);
-      if (m.dedup) remembered.push(m.dedup);
-    }
-
-    let rejected: string[];
-    try {
-      await this.addPassedRights(created, streams);
-      rejected = await this.append(streams);
     } catch (err) {
-      this.log.error({ err, messages: batch.length }, 'ingest batch failed; publishers are disconnected and will send again');
-      for (const c of created) this.registry.forgetSecret(c.deviceId);
-      this.decoder?.forget([...streams.keys()].map((stream) => stream.slice(deviceStream('').length)));
-      for (const m of batch) m.done(new Error('storing the message failed'));
-      return;
+      if (created) this.registry.forgetSecret(created.deviceId);
+      throw err;
     }
-    for (const stream of rejected) {
-      const deviceId = stream.slice(deviceStream('').length);
-      if (created.some((c) => c.deviceId === deviceId)) this.registry.forgetSecret(deviceId);
-      this.logs.write({
-        resourceId: deviceId,
-        resourceType: 'device',
-        type: 'error',
-        priority: 'high',
-        category: 'update',
-        message: 'Messages not stored: the database refused their content (for example a lone surrogate in a string)',
-      }, 'refused content');
-    }
-    for (const r of remembered) this.stored.set(r.key, r.hash);
-    const conns = new Set(acked.map((m) => m.conn).filter((c) => c !== undefined));
-    for (const c of conns) c.cork();
-    for (const m of acked) m.done(null);
-    // aedes writes the PUBACKs as the callbacks run; they leave together when the connections are uncorked.
-    if (conns.size) setTimeout(() => { for (const c of conns) c.uncork(); }, 0);
+    return { message: m, appends, created };
   }
 
   /**
-   * Appends the batch; returns the streams whose events the database refused
-   * as data (SQLSTATE class 22, such as a lone surrogate in a string), so one
-   * bad message cannot block the others of its batch for ever.
+   * Stores the units: all in one append when that works, the usual case.
+   * Otherwise unit by unit, each all or nothing, so one message whose events
+   * cannot be stored (whatever the reason) is refused alone: a unit that
+   * fails twice while the store answers is refused; when the store itself
+   * does not answer, the unit and every later one fail, and their publishers
+   * send them again.
    */
-  private async append(streams: Map<string, NewEvent[]>): Promise<string[]> {
-    if (streams.size === 0) return [];
-    const appends = [...streams].map(([streamId, events]) => ({ streamId, events }));
-    const dataError = (err: unknown) => String((err as { code?: string }).code ?? '').startsWith('22');
+  private async storeUnits(units: Unit[]): Promise<{ stored: Unit[]; refused: Unit[]; failed: Unit[] }> {
+    if (units.length === 0) return { stored: [], refused: [], failed: [] };
+    if (this.store.appendMany) {
+      const merged = new Map<string, NewEvent[]>();
+      for (const u of units) for (const [stream, events] of u.appends) merged.set(stream, [...(merged.get(stream) ?? []), ...events]);
+      try {
+        await this.store.appendMany([...merged].map(([streamId, events]) => ({ streamId, events })));
+        return { stored: units, refused: [], failed: [] };
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message, messages: units.length }, 'ingest batch append failed; storing message by message');
+      }
+    }
+    const stored: Unit[] = [];
+    const refused: Unit[] = [];
+    for (const [i, u] of units.entries()) {
+      try {
+        await this.appendUnit(u);
+        stored.push(u);
+        continue;
+      } catch (err) {
+        if (!(await this.storeAnswers())) {
+          this.log.error({ err }, 'the event store does not answer; the rest of the batch is not stored');
+          return { stored, refused, failed: units.slice(i) };
+        }
+        try {
+          await this.appendUnit(u);
+          stored.push(u);
+        } catch (again) {
+          this.log.warn({ err: again, topic: u.message.topic }, 'an MQTT message was refused by the event store');
+          refused.push(u);
+        }
+      }
+    }
+    return { stored, refused, failed: [] };
+  }
+
+  /** One message's events, atomically where the store can append to several streams at once. */
+  private async appendUnit(u: Unit): Promise<void> {
+    const appends = [...u.appends].map(([streamId, events]) => ({ streamId, events }));
     if (this.store.appendMany) {
       try {
         await this.store.appendMany(appends);
-        return [];
+        return;
       } catch (err) {
-        // An event id already stored (a retry of a batch whose answer was lost), or bad data: store stream by stream.
-        if ((err as { code?: string }).code !== '23505' && !dataError(err)) throw err;
+        // An event id already stored (a retry whose answer was lost): appending stream by stream is a no-op for what is there.
+        if ((err as { code?: string }).code !== '23505') throw err;
       }
     }
-    const rejected: string[] = [];
-    for (const a of appends) {
-      // The rights passed to a new device go only with the device itself.
-      if (a.streamId.startsWith(accessStream('')) && rejected.includes(deviceStream(a.streamId.slice(accessStream('').length)))) continue;
-      try {
-        await this.store.append(a.streamId, a.events, 'any');
-      } catch (err) {
-        if (!dataError(err)) throw err;
-        rejected.push(a.streamId);
-      }
+    for (const a of appends) await this.store.append(a.streamId, a.events, 'any');
+  }
+
+  private async storeAnswers(): Promise<boolean> {
+    try {
+      await this.store.readAll({ after: null, limit: 1 });
+      return true;
+    } catch {
+      return false;
     }
-    return rejected;
   }
 
   /**
@@ -261,7 +346,8 @@ export class IngestPipeline {
    * can lose neither. The set's rights are read from the read model, which
    * REST grants wait for before they answer.
    */
-  private async addPassedRights(created: { deviceId: string; setId: string; createdBy: string }[], streams: Map<string, NewEvent[]>): Promise<void> {
+  private async addPassedRights(units: Unit[]): Promise<void> {
+    const created = units.flatMap((u) => (u.created ? [{ ...u.created, streams: u.appends }] : []));
     if (created.length === 0) return;
     const records = await this.db
       .selectFrom('access_rights')
@@ -271,7 +357,7 @@ export class IngestPipeline {
       .orderBy('subject_id')
       .execute();
     for (const c of created) {
-      const registered = streams.get(deviceStream(c.deviceId))![0]!;
+      const registered = c.streams.get(deviceStream(c.deviceId))![0]!;
       const now = registered.metadata.time;
       const context = { actor: `credentials:${c.setId}`, correlationId: registered.metadata.correlationId, causationId: registered.id, now };
       const grants: NewEvent[] = [];
@@ -284,7 +370,7 @@ export class IngestPipeline {
           this.log.error({ err, deviceId: c.deviceId, setId: c.setId, subjectId: r.subject_id }, 'a right of the credentials set could not pass to its new device');
         }
       }
-      if (grants.length) streams.set(accessStream(c.deviceId), grants);
+      if (grants.length) c.streams.set(accessStream(c.deviceId), grants);
     }
   }
 }

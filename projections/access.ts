@@ -7,6 +7,7 @@ import { OWNED_RESOURCES } from '../domain/access/resources.js';
 import { CREATOR_SCOPE } from '../domain/access/scopes.js';
 import type { AccessEvent } from '../domain/access/rights.js';
 import type { RoleEvent } from '../domain/access/customRoles.js';
+import type { DeviceEvent } from '../domain/devices/device.js';
 
 export interface AccessRightsTable {
   resource_type: string;
@@ -76,6 +77,12 @@ export const accessProjection: Projection = {
         case 'RoleDeleted':
           await applyRoleEvent(tx, event as RecordedEvent & RoleEvent);
           break;
+        case 'DeviceClaimed': {
+          // The rights a claim gives ride on the claim itself, so a claim and its rights are stored together or not at all.
+          const { id, grants } = (event as RecordedEvent & DeviceEvent & { type: 'DeviceClaimed' }).data;
+          for (const g of grants ?? []) await upsertRight(tx, { resource_type: 'device', resource_id: id, subject_type: g.subjectType, subject_id: g.subjectId, scope: g.scope });
+          break;
+        }
         case 'UserDeleted': {
           const { id } = event.data as { id: string };
           await tx.deleteFrom('access_rights').where('subject_type', '=', 'user').where('subject_id', '=', id).execute();

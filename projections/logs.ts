@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
 import type { LogEvent } from '../domain/logs/logEntry.js';
+import type { DeviceEvent } from '../domain/devices/device.js';
 import type { Projection } from './runner.js';
 
 export interface DeviceLogsTable {
@@ -20,12 +21,29 @@ export interface LogsTables {
   device_logs: DeviceLogsTable;
 }
 
+/** Entries that other events imply: a claim is logged on its device, with the claim's event id as the entry's. */
+function impliedEntry(e: RecordedEvent): LogEvent['data'] | null {
+  if (e.type !== 'DeviceClaimed') return null;
+  const claim = (e as RecordedEvent & DeviceEvent & { type: 'DeviceClaimed' }).data;
+  return {
+    id: e.id,
+    resourceId: claim.id,
+    resourceType: 'device',
+    type: 'info',
+    priority: 'medium',
+    category: 'access',
+    message: `Claimed by user ${claim.username ?? claim.userId} (${claim.userId})`,
+    data: { userId: claim.userId, ...(claim.credentialsSetId ? { credentialsSetId: claim.credentialsSetId } : {}) },
+    at: claim.at,
+  };
+}
+
 /** Log entries, inserted in one statement per batch; the entry id keeps it idempotent. */
 export const logsProjection: Projection = {
   name: 'logs',
   tables: ['device_logs'],
   async apply(tx, batch) {
-    const entries = (batch as (RecordedEvent & LogEvent)[]).filter((e) => e.type === 'LogEntryWritten').map((e) => e.data);
+    const entries = batch.map((e) => (e.type === 'LogEntryWritten' ? (e as RecordedEvent & LogEvent).data : impliedEntry(e))).filter((e): e is LogEvent['data'] => e !== null);
     if (entries.length === 0) return;
     await sql`INSERT INTO device_logs (id, resource_id, resource_type, type, priority, category, message, time, expires_at, data)
       SELECT id, resource_id, resource_type, type, priority, category, message, time, expires_at, data::jsonb

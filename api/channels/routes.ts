@@ -2,7 +2,8 @@ import { Router } from 'express';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
-import { readableBy, requireAccess } from '../access.js';
+import { readableBy, requireAccess, requireReference } from '../access.js';
+import { isAdmin, type Principal } from '../auth/principal.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { isUuid, newResourceId } from '../../domain/shared/ids.js';
 import { CHANNEL_NOT_FOUND, channelDecider, channelStream, checkChannel, type ChannelDoc } from '../../domain/channels/channel.js';
@@ -10,6 +11,29 @@ import { DEVICE_GROUP_NOT_FOUND, deviceGroupDecider, deviceGroupStream } from '.
 import { DEVICE_NOT_FOUND } from '../../domain/devices/device.js';
 
 const presentChannel = (r: { id: string; doc: ChannelDoc }) => ({ _id: r.id, ...r.doc });
+
+/**
+ * Who may receive a channel's data on an output topic: the caller itself
+ * (`keycloakUser` with the caller's own user id), or a basic credentials set
+ * the caller may write. A platform admin (the built-in `admin` role, who
+ * already manages every account) may also name any existing user. Nobody else
+ * can push data into a stranger's output topics: to feed another user, that
+ * user creates the channel, once the device is shared with them. Any other
+ * recipient, existing or not, gets one and the same 422 (docs/security.md).
+ */
+async function checkRecipient(deps: Deps, principal: Principal, mqtt: { type?: string; recipient?: unknown } | undefined): Promise<void> {
+  if (!mqtt) return;
+  const refused = () =>
+    ValidationError.field('mqtt.recipient', 'must be your own user id (type keycloakUser) or the id of a basic credentials set you may write (type basicCredentialsSet)');
+  if (mqtt.type === 'keycloakUser') {
+    if (typeof mqtt.recipient !== 'string') throw refused();
+    if (mqtt.recipient.toLowerCase() === principal.id.toLowerCase()) return;
+    const user = isAdmin(principal) && isUuid(mqtt.recipient) && (await deps.db.selectFrom('users').select('id').where('id', '=', mqtt.recipient).executeTakeFirst());
+    if (!user) throw refused();
+  } else if (mqtt.type === 'basicCredentialsSet') {
+    await requireReference(deps, principal, mqtt.recipient, 'write', refused());
+  }
+}
 
 /** Channels and device groups. */
 export function channelRoutes(deps: Deps): Router {
@@ -40,14 +64,7 @@ export function channelRoutes(deps: Deps): Router {
     // The target must be readable: a channel exports its data.
     if (typeof body.iotnode === 'string') await requireAccess(deps, principal, body.iotnode, 'read', DEVICE_NOT_FOUND);
     if (typeof body.deviceGroup === 'string') await requireAccess(deps, principal, body.deviceGroup, 'read', DEVICE_GROUP_NOT_FOUND);
-    const mqtt = body.mqtt as { type?: string; recipient?: string } | undefined;
-    if (mqtt?.type === 'keycloakUser') {
-      const user = isUuid(mqtt.recipient) && (await deps.db.selectFrom('users').select('id').where('id', '=', mqtt.recipient!).executeTakeFirst());
-      if (!user) throw ValidationError.field('mqtt.recipient', 'is not a user id');
-    } else if (mqtt?.type === 'basicCredentialsSet') {
-      const set = await deps.db.selectFrom('credentials_sets').select('id').where('id', '=', String(mqtt.recipient)).executeTakeFirst();
-      if (!set) throw ValidationError.field('mqtt.recipient', 'is not a basic credentials set id');
-    }
+    await checkRecipient(deps, principal, body.mqtt as { type?: string; recipient?: unknown } | undefined);
     const id = newResourceId();
     const context = requestContext(deps, req);
     await write(deps, context, channelStream(id), channelDecider, { type: 'CreateChannel', id, createdBy: context.actor, body, at: context.now });

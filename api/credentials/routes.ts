@@ -2,7 +2,9 @@ import { Router } from 'express';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
-import { readableBy, requireAccess } from '../access.js';
+import { readableBy, requireAccess, requireReference } from '../access.js';
+import { serialized } from '../locks.js';
+import { sql } from 'kysely';
 import { ConflictError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { hashPassword } from '../../domain/users/password.js';
@@ -15,6 +17,30 @@ const presentSet = (r: { id: string; username: string; created_at: Date }) => ({
 const presentTopic = (r: { id: string; topic: string; credentials_set_id: string }) => ({ _id: r.id, topic: r.topic, basicCredentialsSetId: r.credentials_set_id });
 const presentConnector = (r: { id: string; doc: ConnectorDoc }) => ({ _id: r.id, ...r.doc });
 
+/** A credentials set named in a body that does not exist, or that the caller cannot see: one answer for both. */
+const unknownSet = () =>
+  ValidationError.field('basicCredentialsSetId', `does not reference an existing basic credentials set; topics are reserved below the allowed roots ${ALLOWED_ROOTS.join(', ')}`);
+
+/**
+ * Whether `topic` is taken for the set: reserved already, or at, above or
+ * below a topic reserved by a credentials set of another owner (the user who
+ * created it). A set inside another owner's branch would take over its
+ * publishes; one above it would shadow them. Sets of the same owner may nest
+ * (a gateway and its separately reserved sub-nodes).
+ */
+async function overlapsAnotherOwner(deps: Deps, topic: string, setId: string): Promise<boolean> {
+  const levels = topic.split('/');
+  const ancestors = levels.slice(0, -1).map((_, i) => levels.slice(0, i + 1).join('/'));
+  const { rows } = await sql<{ id: string }>`
+    SELECT t.id FROM reserved_topics t
+      JOIN credentials_sets theirs ON theirs.id = t.credentials_set_id
+      JOIN credentials_sets ours ON ours.id = ${setId}
+    WHERE t.topic = ${topic}
+       OR ((t.topic = ANY(${ancestors}::text[]) OR starts_with(t.topic, ${topic + '/'})) AND theirs.created_by <> ours.created_by)
+    LIMIT 1`.execute(deps.db);
+  return rows.length > 0;
+}
+
 /** Credentials sets, reserved MQTT topics and connectors: what a device provider sets up before publishing. */
 export function credentialsRoutes(deps: Deps, push: (topic: string, message: string) => Promise<void>): Router {
   const router = Router();
@@ -23,12 +49,14 @@ export function credentialsRoutes(deps: Deps, push: (topic: string, message: str
   router.post('/api/basic-credentials-sets', async (req, res) => {
     const { username, password } = req.body as { username: string; password: string };
     checkUsername(username);
-    const taken = await deps.db.selectFrom('credentials_sets').select('id').where('username', '=', username).executeTakeFirst();
-    if (taken) throw new ConflictError('ERR - username is already used by another basic credentials set');
     const id = newResourceId();
     const context = requestContext(deps, req);
     const passwordHash = await hashPassword(password);
-    await write(deps, context, credentialsSetStream(id), credentialsSetDecider, { type: 'CreateCredentialsSet', id, username, passwordHash, createdBy: context.actor, at: context.now });
+    await serialized(deps.db, 'credentials-set-usernames', async () => {
+      const taken = await deps.db.selectFrom('credentials_sets').select('id').where('username', '=', username).executeTakeFirst();
+      if (taken) throw new ConflictError('ERR - username is already used by another basic credentials set');
+      await write(deps, context, credentialsSetStream(id), credentialsSetDecider, { type: 'CreateCredentialsSet', id, username, passwordHash, createdBy: context.actor, at: context.now });
+    });
     res.status(201).json({ _id: id, username });
   });
 
@@ -61,17 +89,14 @@ export function credentialsRoutes(deps: Deps, push: (topic: string, message: str
   router.post('/api/reserved-mqtt-topics', async (req, res) => {
     const { topic, basicCredentialsSetId } = req.body as { topic: string; basicCredentialsSetId: string };
     checkTopic(topic, basicCredentialsSetId);
-    const set = await deps.db.selectFrom('credentials_sets').select('id').where('id', '=', basicCredentialsSetId).executeTakeFirst();
-    if (!set) {
-      throw ValidationError.field('basicCredentialsSetId', `does not reference an existing basic credentials set; topics are reserved below the allowed roots ${ALLOWED_ROOTS.join(', ')}`);
-    }
-    // Reserving a topic lets its set create devices: the caller must control the set.
-    await requireAccess(deps, principalOf(req), basicCredentialsSetId, 'write', CREDENTIALS_NOT_FOUND);
-    const taken = await deps.db.selectFrom('reserved_topics').select('id').where('topic', '=', topic).executeTakeFirst();
-    if (taken) throw new ConflictError('ERR - topic is already reserved');
+    // Reserving a topic lets its set create devices: the caller must control the set. A set the caller cannot see answers as one that does not exist.
+    await requireReference(deps, principalOf(req), basicCredentialsSetId, 'write', unknownSet());
     const id = newResourceId();
     const context = requestContext(deps, req);
-    await write(deps, context, reservedTopicStream(id), reservedTopicDecider, { type: 'ReserveTopic', id, topic, basicCredentialsSetId, createdBy: context.actor, at: context.now });
+    await serialized(deps.db, 'reserved-topics', async () => {
+      if (await overlapsAnotherOwner(deps, topic, basicCredentialsSetId)) throw new ConflictError('ERR - topic is already reserved');
+      await write(deps, context, reservedTopicStream(id), reservedTopicDecider, { type: 'ReserveTopic', id, topic, basicCredentialsSetId, createdBy: context.actor, at: context.now });
+    });
     res.status(201).json({ _id: id, topic });
   });
 
@@ -103,11 +128,8 @@ export function credentialsRoutes(deps: Deps, push: (topic: string, message: str
   // ---- connectors ----
   router.post('/api/connectors', async (req, res) => {
     const body = req.body as ConnectorDoc;
-    if (typeof body.basicCredentialsSetId === 'string') {
-      const set = await deps.db.selectFrom('credentials_sets').select('id').where('id', '=', body.basicCredentialsSetId).executeTakeFirst();
-      if (!set) throw ValidationError.field('basicCredentialsSetId', 'does not reference an existing basic credentials set');
-      await requireAccess(deps, principalOf(req), body.basicCredentialsSetId, 'read', CREDENTIALS_NOT_FOUND);
-    }
+    // Downlinks of an internal-broker connector go to its set's push topics: the caller must control the set.
+    if (body.basicCredentialsSetId !== undefined) await requireReference(deps, principalOf(req), body.basicCredentialsSetId, 'write', unknownSet());
     const id = newResourceId();
     const context = requestContext(deps, req);
     await write(deps, context, connectorStream(id), connectorDecider, { type: 'CreateConnector', id, createdBy: context.actor, body, at: context.now });

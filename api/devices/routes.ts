@@ -3,13 +3,14 @@ import { sql, type Expression, type SqlBool } from 'kysely';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
-import { readableBy, requireAccess } from '../access.js';
+import { readableBy, requireAccess, scopesOn } from '../access.js';
+import { RateLimiter, CLAIMS_PER_MINUTE } from '../rateLimit.js';
+import { writeLog } from '../../domain/logs/logEntry.js';
+import { satisfies, type Scope } from '../../domain/access/scopes.js';
 import { ConflictError, NotFoundError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
-import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc } from '../../domain/devices/device.js';
-import { accessDecider, accessStream } from '../../domain/access/rights.js';
-import { CREATOR_SCOPE, type Scope } from '../../domain/access/scopes.js';
+import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
 import type { Ingest } from '../../ingest/index.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { statsRoutes } from './stats.js';
@@ -94,9 +95,12 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
     res.status(201).json(await loadDevice(deps, id));
   });
 
+  // The contract's onboarding: a user enters a device's secret (its reserved topic) and the device is claimed.
+  const claims = new RateLimiter('claims', CLAIMS_PER_MINUTE);
   router.post('/api/iotnodes/claim', async (req, res) => {
     const { secret } = req.body as { secret: string };
     const principal = principalOf(req);
+    claims.take(principal.id);
     const context = requestContext(deps, req);
     const id = await ingest.exclusive(async () => {
       const existing = ingest.registry.deviceOfSecret(secret);
@@ -111,28 +115,40 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
       ingest.registry.putSecret(deviceId, secret);
       return deviceId;
     });
+    // Read from the stream: a device created by this very claim is not in the read models yet.
+    const current = (await deps.store.readStream(deviceStream(id))).reduce((s, e) => deviceDecider.evolve(s, e as unknown as DeviceEvent), deviceDecider.initialState());
     // Only a device a credentials set reports is claimable: one created over REST (or whose set is gone) answers as an unknown secret,
     // since knowing a secret must not hand out rights on a device someone else owns.
-    const claimable: typeof deviceDecider = {
-      ...deviceDecider,
-      decide(command, state) {
-        if (state.status === 'active' && (state.credentialsSetId === null || !ingest.registry.credentialsSet(state.credentialsSetId))) throw new NotFoundError(DEVICE_NOT_FOUND);
-        return deviceDecider.decide(command, state);
-      },
+    const setId = current.status === 'active' ? current.credentialsSetId : null;
+    if (setId === null || !ingest.registry.credentialsSet(setId)) throw new NotFoundError(DEVICE_NOT_FOUND);
+    const setRights = await deps.db.selectFrom('access_rights').select(['subject_type', 'subject_id', 'scope']).where('resource_id', '=', setId).orderBy('subject_type').orderBy('subject_id').execute();
+    // Consent to a claim of a claimed device: its owner shared the device, or its credentials set, with the claimer.
+    const held = new Set([...(await scopesOn(deps, principal, id)), ...(await scopesOn(deps, principal, setId))]);
+    const command: DeviceCommand = {
+      type: 'ClaimDevice',
+      id,
+      userId: principal.id,
+      username: principal.username,
+      consented: satisfies(held, 'read'),
+      setRights: setRights.map((r) => ({ subjectType: r.subject_type, subjectId: r.subject_id, scope: r.scope as Scope[] })),
+      at: context.now,
     };
-    const { state } = await write(deps, context, deviceStream(id), claimable, { type: 'ClaimDevice', id, userId: principal.id, at: context.now });
-    // The credentials set's access rights pass to the device; the claiming user gets the rights the set holds.
-    const setId = state.status === 'active' ? state.credentialsSetId : null;
-    const records = setId ? await deps.db.selectFrom('access_rights').selectAll().where('resource_id', '=', setId).execute() : [];
-    const scopes = new Set<Scope>(records.flatMap((r) => r.scope as Scope[]));
-    const grants = records.map((r) => ({ subjectType: r.subject_type, subjectId: r.subject_id, scope: r.scope as Scope[] }));
-    grants.push({ subjectType: 'user', subjectId: principal.id, scope: scopes.size ? [...scopes] : [...CREATOR_SCOPE] });
-    let position = null;
-    for (const g of grants) {
-      const handled = await handle(deps.store, accessStream(id), accessDecider, { type: 'Grant', resourceType: 'device', resourceId: id, ...g, at: context.now }, context, { retries: 5 });
-      position = handled.result?.position ?? position;
+    try {
+      await write(deps, context, deviceStream(id), deviceDecider, command, { retries: 3 });
+    } catch (error) {
+      if (error instanceof NotFoundError) {
+        // The owner sees who tried; the caller learns nothing it could not learn from an unknown secret.
+        await writeLog(deps.store, {
+          resourceId: id,
+          resourceType: 'device',
+          type: 'warning',
+          priority: 'high',
+          category: 'access',
+          message: `A claim by user ${principal.username} (${principal.id}) was refused: the device is already claimed; share it to give access`,
+        }, context);
+      }
+      throw error;
     }
-    if (position) await deps.projections.waitFor(position, deps.config.projectionWaitMs);
     res.json(await loadDevice(deps, id));
   });
 

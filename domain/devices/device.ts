@@ -1,6 +1,7 @@
 import type { Decider } from '../shared/decider.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { isResourceId } from '../shared/ids.js';
+import { SCOPES, type Scope } from '../access/scopes.js';
 
 /**
  * A device (iotnode): an open record. A few fields are fixed (`name`,
@@ -21,13 +22,39 @@ export type DeviceEvent =
       type: 'DeviceReported';
       data: { id: string; topic: string; path: string[]; payload: DeviceDoc; reportedAt: string };
     }
-  | { type: 'DeviceClaimed'; data: { id: string; userId: string; credentialsSetId: string | null; at: string } }
+  | {
+      type: 'DeviceClaimed';
+      /**
+       * `grants`: the access rights the claim gives on the device (the
+       * credentials set's rights passing to it, and the claimer's own), applied
+       * by the access projection; absent on claims stored before grants rode
+       * on the event. `username` names the claimer in the device's log.
+       */
+      data: { id: string; userId: string; username?: string; credentialsSetId: string | null; grants?: ClaimGrant[]; at: string };
+    }
   | { type: 'DeviceDeleted'; data: { id: string; at: string } };
+
+/** A right a claim gives on the device: `user` for one user, `group` for a usergroup, `orgUnit` for an organization unit. */
+export interface ClaimGrant {
+  subjectType: 'user' | 'group' | 'orgUnit';
+  subjectId: string;
+  scope: Scope[];
+}
 
 export type DeviceCommand =
   | { type: 'RegisterDevice'; id: string; createdBy: string; fields: DeviceDoc; at: string }
   | { type: 'UpdateDevice'; id: string; fields: DeviceDoc; at: string }
-  | { type: 'ClaimDevice'; id: string; userId: string; at: string }
+  | {
+      type: 'ClaimDevice';
+      id: string;
+      userId: string;
+      username: string;
+      /** The claimer already holds a right on the device or on its credentials set: the owner's consent to a claim of a claimed device. */
+      consented: boolean;
+      /** The rights held on the device's credentials set, which pass to the device. */
+      setRights: ClaimGrant[];
+      at: string;
+    }
   | { type: 'DeleteDevice'; id: string; at: string };
 
 export type DeviceState =
@@ -213,9 +240,13 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
         if (!changed && present.length === 0) return [];
         return [{ type: 'DeviceUpdated', data: { id: command.id, set, unset: present, at: command.at } }];
       }
-      case 'ClaimDevice':
+      case 'ClaimDevice': {
         if (state.claimedBy.includes(command.userId)) return [];
-        return [{ type: 'DeviceClaimed', data: { id: command.id, userId: command.userId, credentialsSetId: state.credentialsSetId, at: command.at } }];
+        // Knowing a secret is enough for the first claim (the contract's onboarding flow); a claimed device changes hands only with its owner's consent.
+        if (state.claimedBy.length > 0 && !command.consented) throw new NotFoundError(DEVICE_NOT_FOUND);
+        const grants = claimGrants(command.userId, command.setRights);
+        return [{ type: 'DeviceClaimed', data: { id: command.id, userId: command.userId, username: command.username, credentialsSetId: state.credentialsSetId, grants, at: command.at } }];
+      }
       case 'DeleteDevice':
         return [{ type: 'DeviceDeleted', data: { id: command.id, at: command.at } }];
       default: {
@@ -246,6 +277,20 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
     }
   },
 };
+
+/**
+ * The rights a claim gives: every right held on the credentials set passes to
+ * the device, and the claimer gets `write` and `read`, plus whatever it holds
+ * on the set itself, so `admin` on a claimed device is only for who already
+ * had it on the set.
+ */
+export function claimGrants(userId: string, setRights: ClaimGrant[]): ClaimGrant[] {
+  const user = userId.toLowerCase();
+  const own = setRights.filter((r) => r.subjectType === 'user' && r.subjectId.toLowerCase() === user).flatMap((r) => r.scope);
+  const others = setRights.filter((r) => !(r.subjectType === 'user' && r.subjectId.toLowerCase() === user));
+  const claimer: ClaimGrant = { subjectType: 'user', subjectId: user, scope: SCOPES.filter((s) => s === 'write' || s === 'read' || own.includes(s)) };
+  return [...others.map((r) => ({ ...r, scope: [...r.scope] })), claimer];
+}
 
 /** The event that registers a device on its first MQTT message; the credentials set's creator becomes its creator. */
 export function mqttRegistration(id: string, topic: string, credentialsSetId: string, createdBy: string, at: string): DeviceEvent {

@@ -66,10 +66,12 @@ prov('when a topic is reserved twice, then 409', async ({ t, setId }) => {
   assert.is(res.status, 409);
 });
 
-prov('when a user without rights on the credentials set reserves a topic for it, then 404', async ({ t, setId }) => {
+prov('when a user without rights on the credentials set reserves a topic for it, then the same 422 as for a set that does not exist', async ({ t, setId }) => {
   const installer = await givenUser(t, 'inst', { attributes: { roles: ['installer'] } });
   const res = await t.call('POST', '/api/reserved-mqtt-topics', { token: installer.token, body: { topic: 'svc/generic/v2/steal', basicCredentialsSetId: setId } });
-  assert.is(res.status, 404);
+  const unknown = await t.call('POST', '/api/reserved-mqtt-topics', { token: installer.token, body: { topic: 'svc/generic/v2/steal', basicCredentialsSetId: 'ffffffffffffffffffffffff' } });
+  assert.is(res.status, 422, res.text);
+  assert.is(res.text, unknown.text);
 });
 
 prov('when a Generic connector is created with the internal broker, then it returns _id, name, basicCredentialsSetId, integration', async ({ t, setId }) => {

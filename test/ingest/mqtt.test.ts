@@ -250,9 +250,9 @@ broker('when a payload holds what the database cannot store, then only that devi
     const d = await deviceOf(t, GATEWAY);
     return d.together === 1 ? d : undefined;
   }))._id, gateway._id);
-  const node = await deviceOf(t, NODE);
-  await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes('NUL')));
-  await eventually(async () => (await logsOf(t, node._id)).some((l) => l.message.includes('refused their content')));
+  // Both are refused alone at the broker, answered, and logged on the credentials set with the field and why.
+  await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes('the field nul must not contain NUL characters')));
+  await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes('the field surrogate must not contain lone UTF-16 surrogates')));
   // Every message was acknowledged: once the read models hold all that is stored, the refused report is surely absent.
   await projected(t);
   assert.is((await deviceOf(t, NODE)).surrogate, undefined);
