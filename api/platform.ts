@@ -18,7 +18,6 @@ import { roleRoutes } from './access/roles.js';
 import { accessRightRoutes } from './access/rights.js';
 import { usergroupRoutes } from './usergroups/routes.js';
 import { geofenceRoutes } from './geofences/routes.js';
-import { GeofenceTracking } from './geofences/tracking.js';
 import { dashboardRoutes } from './dashboards/routes.js';
 import { imageRoutes, imageUploadParser } from './images/routes.js';
 import { startPrivateCluster, type PrivateCluster } from '../migrations/cluster.js';
@@ -38,6 +37,10 @@ import { createSandbox } from '../sandbox/index.js';
 import { Translation } from '../ingest/translate.js';
 import { translatorRoutes } from './translators/routes.js';
 import { uplinkRoutes } from './translators/uplinks.js';
+import { GeofenceTracking } from '../reactors/geofences/tracking.js';
+import { MqttOutput } from '../reactors/channels/mqtt.js';
+import { HttpChannels } from '../reactors/channels/http.js';
+import { CommandDelivery } from '../reactors/commands/delivery.js';
 
 export interface Platform {
   deps: Deps;
@@ -117,7 +120,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
 
     const app = createApp(deps, loadOpenApi(), {
       parsers: [imageUploadParser()],
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps, (topic, message) => ingest.broker ? ingest.broker.publish(topic, message, 1) : Promise.reject(new Error('the MQTT broker is not running'))), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -141,9 +144,19 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     });
     started.push(() => ingest.stop());
     const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
-    const tracking = new GeofenceTracking(deps);
-    started.push(() => tracking.stop());
-    await tracking.start();
+
+    // Reactors: side effects driven by committed events, each from its own checkpoint.
+    const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs };
+    const reactors = [
+      new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
+      new HttpChannels(store, db, ingest.registry, ingest.logs, log),
+      new GeofenceTracking(deps),
+      new CommandDelivery(reactorDeps, (topic, message) => broker.publish(topic, message, 1)),
+    ];
+    for (const reactor of reactors) {
+      started.push(() => reactor.stop());
+      await reactor.start();
+    }
     const httpPort = (server.address() as AddressInfo).port;
     log.info({ port: httpPort }, 'HTTP listening');
 

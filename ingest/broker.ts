@@ -13,7 +13,7 @@ import { verifyToken } from '../api/auth/tokens.js';
 import type { Registry } from './registry.js';
 import { dedupKey, type IngestPipeline } from './pipeline.js';
 import { jsonProblem, textProblem } from '../domain/shared/json.js';
-import type { LogWriter } from './logWriter.js';
+import type { LogWriter } from '../domain/logs/writer.js';
 
 /** Payloads above this size are refused (acknowledged, not stored, logged): 256 KiB. */
 export const MAX_PAYLOAD_BYTES = 256 * 1024;

@@ -6,17 +6,15 @@ import type { Database } from '../projections/database.js';
 import { purgeExpiredLogs } from '../projections/logs.js';
 import { Registry } from './registry.js';
 import { IngestPipeline, type PipelineOptions } from './pipeline.js';
-import { LogWriter } from './logWriter.js';
+import { LogWriter } from '../domain/logs/writer.js';
 import { startBroker, type Broker } from './broker.js';
-import { ChangeSubscriber, mqttDelivery } from './output.js';
-import { HttpChannels } from './http.js';
 
 /**
- * The data path: the registry the broker decides with, the ingest pipeline,
- * the broker, and the subscribers that deliver device changes to channels.
- * Built in two steps: `createIngest` before the projection runner starts (its
- * registry projection runs inside the runner), `start` once the read models
- * have caught up.
+ * The inbound data path: the registry the broker decides with, the ingest
+ * pipeline and the broker. Built in two steps: `createIngest` before the
+ * projection runner starts (its registry projection runs inside the runner),
+ * `start` once the read models have caught up. What goes out again (output
+ * topics, channels, downlinks) is in `reactors/`.
  */
 export interface Ingest {
   registry: Registry;
@@ -33,8 +31,6 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
   await registry.load(db);
   const logs = new LogWriter(store, log);
   const pipeline = new IngestPipeline(store, db, registry, logs, log, options);
-  let output: ChangeSubscriber | null = null;
-  let http: HttpChannels | null = null;
   let purge: NodeJS.Timeout | null = null;
 
   const ingest: Ingest = {
@@ -46,11 +42,6 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
       await pipeline.seed();
       const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret });
       ingest.broker = broker;
-      const has = (test: (protocol: string) => boolean) => (deviceId: string) => registry.channelsOf(deviceId).some((c) => test(c.protocol));
-      output = new ChangeSubscriber('output-mqtt', store, db, log, mqttDelivery(registry, (topic, payload) => broker.publish(topic, payload, 1), logs, () => broker.holdConsumers()), has((p) => p !== 'http'));
-      http = new HttpChannels(store, db, registry, logs, log);
-      await output.start();
-      await http.start();
       purge = setInterval(() => {
         purgeExpiredLogs(db).catch((err) => log.error({ err }, 'purging expired log entries failed'));
       }, 60_000);
@@ -61,8 +52,6 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
       if (purge) clearInterval(purge);
       await ingest.broker?.close();
       await pipeline.close();
-      await output?.stop();
-      await http?.stop();
     },
   };
   return ingest;

@@ -6,12 +6,12 @@ import type { NewEvent } from '../domain/shared/events.js';
 import { newResourceId } from '../domain/shared/ids.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 import { toNewEvent } from '../domain/shared/decider.js';
-import { deviceStream, mqttRegistration, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { decideReport, deviceStream, mqttRegistration, type DeviceDoc } from '../domain/devices/device.js';
 import { accessDecider, accessStream } from '../domain/access/rights.js';
 import type { Scope } from '../domain/access/scopes.js';
 import type { Database } from '../projections/database.js';
 import type { Registry, ReservedTopicInfo } from './registry.js';
-import type { LogWriter } from './logWriter.js';
+import type { LogWriter } from '../domain/logs/writer.js';
 import type { Decoder } from './translate.js';
 
 /** An accepted publish, waiting to become a device event. */
@@ -246,22 +246,22 @@ export class IngestPipeline {
       // Only reports on the device's own topic are decoded; a device created by this very message has no translator yet.
       const decoding = m.path.length === 0 ? this.decoder?.decode(deviceId, m.payload, m.receivedAt) : null;
       const decoded = decoding ? await decoding : null;
-      const { kept, dropped } = reportableFields(decoded?.payload ?? m.payload, m.path.length > 0);
-      if (dropped.length) {
+      const report = decideReport({ type: 'ReportDevice', id: deviceId, source: m.topic, path: m.path, payload: decoded?.payload ?? m.payload, reportedAt: m.receivedAt });
+      if (report.ignored.length) {
         this.logs.write({
           resourceId: deviceId,
           resourceType: 'device',
           type: 'warning',
           priority: 'low',
           category: 'update',
-          message: `Reported fields ${dropped.join(', ')} were ignored: they are set by the platform or through the REST API, or lnglat is not a GeoJSON Point`,
+          message: `Reported fields ${report.ignored.join(', ')} were ignored: they are set by the platform or through the REST API, or lnglat is not a GeoJSON Point`,
         }, 'ignored fields');
       }
-      const event: DeviceEvent = { type: 'DeviceReported', data: { id: deviceId, topic: m.topic, path: m.path, payload: kept, reportedAt: m.receivedAt } };
-      add(deviceStream(deviceId), toNewEvent(event, context, randomUUID()));
+      for (const event of report.events) add(deviceStream(deviceId), toNewEvent(event, context, randomUUID()));
       for (const u of decoded?.updates ?? []) {
-        const sub: DeviceEvent = { type: 'DeviceReported', data: { id: u.deviceId, topic: m.topic, path: [], payload: u.payload, reportedAt: m.receivedAt } };
-        add(deviceStream(u.deviceId), toNewEvent(sub, context, randomUUID()));
+        for (const event of decideReport({ type: 'ReportDevice', id: u.deviceId, source: m.topic, path: [], payload: u.payload, reportedAt: m.receivedAt }).events) {
+          add(deviceStream(u.deviceId), toNewEvent(event, context, randomUUID()));
+        }
       }
     } catch (err) {
       if (created) this.registry.forgetSecret(created.deviceId);

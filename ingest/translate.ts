@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
 import type { RecordedEvent } from '../domain/shared/events.js';
-import { applyReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { applyReport, foldReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import { TRANSLATOR_ERROR_RETENTION_MS } from '../domain/logs/logEntry.js';
 import { defaultParameters, type ParameterSpec, type TranslatorEvent } from '../domain/translators/translator.js';
 import { preferencesOf, resolveModel, resolvePreference, type Candidate, type TranslatorPreference } from '../domain/translators/preferences.js';
@@ -11,7 +11,7 @@ import { isTranslatorError, type EncodedData, type Program, type Sandbox, type T
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 import type { Database } from '../projections/database.js';
 import type { Projection } from '../projections/runner.js';
-import { LogWriter } from './logWriter.js';
+import { LogWriter } from '../domain/logs/writer.js';
 
 /** What the decode stage turns one raw report into. */
 export interface Decoded {
@@ -178,7 +178,7 @@ export class Translation implements Decoder {
     return this.run(deviceId, info, chain, raw, payload, receivedAt).catch((err: unknown) => {
       // A fault of the host, not of a translator: store the report as it came.
       this.log.error({ err, deviceId }, 'decoding an uplink failed');
-      return this.undecoded(deviceId, payload);
+      return this.undecoded(deviceId, payload, receivedAt);
     });
   }
 
@@ -193,7 +193,7 @@ export class Translation implements Decoder {
       const { translator } = chain.decoder;
       if (raw === 'invalid') {
         this.logFailure(deviceId, translator, 'encodedData must be {hexEncoded: <hex string of whole bytes>, port: <number>}', 'input');
-        return this.undecoded(deviceId, payload);
+        return this.undecoded(deviceId, payload, receivedAt);
       }
       const suspended = this.suspendedUntil(translator.id, deviceId);
       if (suspended) {
@@ -203,7 +203,7 @@ export class Translation implements Decoder {
           `suspended for this device until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs on its uplinks within ${SUSPEND_WINDOW_MS / 1000} s; the uplink is stored undecoded`,
           'suspended',
         );
-        return this.undecoded(deviceId, payload);
+        return this.undecoded(deviceId, payload, receivedAt);
       }
       try {
         const program = await this.program(translator);
@@ -216,7 +216,7 @@ export class Translation implements Decoder {
         if (error.kind === 'timeout') this.strike(translator.id, deviceId);
         // The sandbox's message already ends with the line and column, when it has them.
         this.logFailure(deviceId, translator, error.message, error.kind, { ...(error.key ? { key: error.key } : {}), ...(error.logs.length ? { console: error.logs } : {}) });
-        return this.undecoded(deviceId, payload);
+        return this.undecoded(deviceId, payload, receivedAt);
       }
     }
     if (chain.chained.length > 0) {
@@ -237,7 +237,7 @@ export class Translation implements Decoder {
           break;
         }
       }
-      this.docs.set(deviceId, applyReport(doc, [], reportableFields(merged, false).kept));
+      this.docs.set(deviceId, foldReport(doc, deviceId, merged, receivedAt));
     }
     return { payload: merged, updates: this.subDevices(deviceId, info, updates) };
   }
@@ -249,9 +249,9 @@ export class Translation implements Decoder {
    * them, as after a decoded report; the read model may not have them yet
    * when the next uplink arrives.
    */
-  private undecoded(deviceId: string, payload: DeviceDoc): Decoded {
+  private undecoded(deviceId: string, payload: DeviceDoc, receivedAt: string): Decoded {
     const cached = this.docs.get(deviceId);
-    if (cached) this.docs.set(deviceId, applyReport(cached, [], reportableFields(payload, false).kept));
+    if (cached) this.docs.set(deviceId, foldReport(cached, deviceId, payload, receivedAt));
     return { payload, updates: [] };
   }
 

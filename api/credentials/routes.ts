@@ -42,7 +42,7 @@ async function overlapsAnotherOwner(deps: Deps, topic: string, setId: string): P
 }
 
 /** Credentials sets, reserved MQTT topics and connectors: what a device provider sets up before publishing. */
-export function credentialsRoutes(deps: Deps, push: (topic: string, message: string) => Promise<void>): Router {
+export function credentialsRoutes(deps: Deps): Router {
   const router = Router();
 
   // ---- basic credentials sets ----
@@ -148,7 +148,7 @@ export function credentialsRoutes(deps: Deps, push: (topic: string, message: str
     res.json(rows.map(presentConnector));
   });
 
-  // The generic connector's downlink: published at once on the credentials set's push topic; accepted means handed to the broker.
+  // The generic connector's downlink: stored as an event, which the command delivery reactor publishes on the credentials set's push topic.
   router.put('/api/connectors/command', async (req, res) => {
     const { connectorId, data } = req.body as { connectorId: string; data: { mqttTopic: string; message: string } };
     await requireAccess(deps, principalOf(req), connectorId, 'write', CONNECTOR_NOT_FOUND);
@@ -156,7 +156,6 @@ export function credentialsRoutes(deps: Deps, push: (topic: string, message: str
     const { events } = await handle(deps.store, connectorStream(connectorId), connectorDecider, { type: 'QueueDownlink', id: connectorId, mqttTopic: data.mqttTopic, message: data.message, at: context.now }, context, { retries: 5 });
     const queued = events[0]!;
     if (queued.type !== 'DownlinkQueued') throw new Error('unexpected event');
-    await push(queued.data.topic, queued.data.message);
     res.status(202).json({ status: 'queued', topic: queued.data.topic });
   });
 

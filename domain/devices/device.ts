@@ -55,7 +55,23 @@ export type DeviceCommand =
       setRights: ClaimGrant[];
       at: string;
     }
-  | { type: 'DeleteDevice'; id: string; at: string };
+  | { type: 'DeleteDevice'; id: string; at: string }
+  | ReportDevice;
+
+/**
+ * A device report, whatever brought it: an MQTT publish, an HTTP uplink, a
+ * network server's webhook, a calculation. `source` says where it came from
+ * (the MQTT topic, `/api/iotnodes/<id>/uplinks`, `integration:<name>/<connectorId>`);
+ * `path` nests the payload below the device's own fields (a sub-topic).
+ */
+export interface ReportDevice {
+  type: 'ReportDevice';
+  id: string;
+  source: string;
+  path: string[];
+  payload: DeviceDoc;
+  reportedAt: string;
+}
 
 export type DeviceState =
   | { status: 'none' | 'deleted' }
@@ -233,6 +249,8 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
     }
     if (state.status !== 'active') throw new NotFoundError(DEVICE_NOT_FOUND);
     switch (command.type) {
+      case 'ReportDevice':
+        return decideReport(command).events;
       case 'UpdateDevice': {
         const { set, unset } = clientFields(command.fields, false);
         const present = unset.filter((k) => k in state.doc);
@@ -277,6 +295,22 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
     }
   },
 };
+
+/**
+ * The one decision on a device report: the fields a report may change go
+ * into a `DeviceReported`; fields that identify the device or belong to the
+ * platform are left out and named in `ignored`. Pure; the caller knows the
+ * device exists (ingest from its registry, REST from the stream).
+ */
+export function decideReport(command: ReportDevice): { events: DeviceEvent[]; ignored: string[] } {
+  const { kept, dropped } = reportableFields(command.payload, command.path.length > 0);
+  const event: DeviceEvent = { type: 'DeviceReported', data: { id: command.id, topic: command.source, path: command.path, payload: kept, reportedAt: command.reportedAt } };
+  return { events: [event], ignored: dropped };
+}
+
+/** The device after a report on its own topic: the same fold the read model and the output apply. */
+export const foldReport = (doc: DeviceDoc, id: string, payload: DeviceDoc, reportedAt: string): DeviceDoc =>
+  evolveDoc(doc, decideReport({ type: 'ReportDevice', id, source: '', path: [], payload, reportedAt }).events[0]!);
 
 /**
  * The rights a claim gives: every right held on the credentials set passes to
