@@ -6,6 +6,7 @@ import {
   ConflictError,
   ForbiddenError,
   NotFoundError,
+  BadGatewayError,
   BadRequestError,
   PayloadTooLargeError,
   PlatformError,
@@ -35,6 +36,7 @@ export function statusOf(error: PlatformError): number {
   if (error instanceof UnsupportedMediaTypeError) return 415;
   if (error instanceof TooManyRequestsError) return 429;
   if (error instanceof BadRequestError) return 400;
+  if (error instanceof BadGatewayError) return 502;
   return 400;
 }
 

@@ -32,6 +32,9 @@ import { createIngest } from '../ingest/index.js';
 import { deviceRoutes } from './devices/routes.js';
 import { credentialsRoutes } from './credentials/routes.js';
 import { channelRoutes } from './channels/routes.js';
+import { connectorRoutes } from './connectors/routes.js';
+import { commandRoutes } from './commands/routes.js';
+import { integrationRoutes } from './integrations/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { createSandbox } from '../sandbox/index.js';
 import { Translation } from '../ingest/translate.js';
@@ -118,9 +121,10 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config), principals };
     await bootstrapAdmin(deps);
 
-    const app = createApp(deps, loadOpenApi(), {
+    const openapi = loadOpenApi();
+    const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -151,7 +155,10 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
       new HttpChannels(store, db, ingest.registry, ingest.logs, log),
       new GeofenceTracking(deps),
-      new CommandDelivery(reactorDeps, (topic, message) => broker.publish(topic, message, 1)),
+      new CommandDelivery({ ...reactorDeps, projections }, (connector, topic, message) => {
+        if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
+        return Promise.reject(new Error('external brokers are not connected in this build'));
+      }),
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());

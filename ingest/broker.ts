@@ -299,6 +299,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       const hash = createHash('sha1').update(topic).update('\u0000').update(payload).digest('hex').slice(0, 16);
       const messageId = packet.qos > 0 ? (packet as PublishPacket).messageId : undefined;
       pipeline.submit({
+        kind: 'topic',
         reserved: resolved.reserved,
         path: resolved.path,
         topic,

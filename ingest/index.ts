@@ -1,4 +1,6 @@
 import type { Server as HttpServer } from 'node:http';
+import { createHash } from 'node:crypto';
+import { UnavailableError } from '../domain/shared/errors.js';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
@@ -22,6 +24,12 @@ export interface Ingest {
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** Set once started. */
   broker: Broker | null;
+  /**
+   * A report for a known device from outside the broker (a network server's
+   * uplink): through the same pipeline as MQTT, decoded by the device's
+   * translators; resolves once stored (or recognised as a repeat by `dedupKey`).
+   */
+  report(r: { deviceId: string; connectorId: string; topic: string; payload: Record<string, unknown>; receivedAt: string; correlationId: string; dedupKey: string }): Promise<void>;
   start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string }): Promise<Broker>;
   stop(): Promise<void>;
 }
@@ -37,6 +45,21 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
     registry,
     logs,
     exclusive: (fn) => pipeline.exclusive(fn),
+    report: (r) =>
+      new Promise<void>((resolve, reject) => {
+        const hash = createHash('sha1').update(r.topic).update('\u0000').update(JSON.stringify(r.payload)).digest('hex').slice(0, 16);
+        pipeline.submit({
+          kind: 'device',
+          deviceId: r.deviceId,
+          connectorId: r.connectorId,
+          topic: r.topic,
+          payload: r.payload,
+          receivedAt: r.receivedAt,
+          correlationId: r.correlationId,
+          dedup: { key: r.dedupKey, hash, redelivery: true },
+          done: (err) => (err ? reject(new UnavailableError('ERR - the uplink could not be stored now; send it again')) : resolve()),
+        });
+      }),
     broker: null,
     async start({ mqttPort, httpServer, jwtSecret }) {
       await pipeline.seed();

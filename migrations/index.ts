@@ -7,6 +7,7 @@ import * as devices from './0005_devices.js';
 import * as translators from './0006_translators.js';
 import * as geofences from './0007_geofences.js';
 import * as reactorCheckpoints from './0010_reactor_checkpoints.js';
+import * as commands from './0011_commands.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -21,6 +22,7 @@ export const migrations: Record<string, Migration> = {
   '0006_translators': translators,
   '0007_geofences': geofences,
   '0010_reactor_checkpoints': reactorCheckpoints,
+  '0011_commands': commands,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

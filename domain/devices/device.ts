@@ -2,12 +2,15 @@ import type { Decider } from '../shared/decider.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { isResourceId } from '../shared/ids.js';
 import { SCOPES, type Scope } from '../access/scopes.js';
+import { DEV_EUI, normalizeDevEui } from '../integrations/catalog.js';
 
 /**
  * A device (iotnode): an open record. A few fields are fixed (`name`,
  * `description`, `category`, `connector`, `lnglat`, `secret`, `reportedAt`,
- * `updatedAt`, `rabbitRouting`); everything else a device reports becomes a
- * top-level field. Clients change it through REST (`DeviceUpdated`); devices
+ * `updatedAt`, `rabbitRouting`), and a device bound to a network server's
+ * connector is named inside it by `devEui` (16 hex digits, stored lower case)
+ * or `networkDeviceId`; everything else a device reports becomes a top-level
+ * field. Clients change it through REST (`DeviceUpdated`); devices
  * through MQTT (`DeviceReported`, written by the ingest pipeline).
  */
 export type DeviceDoc = Record<string, unknown>;
@@ -87,7 +90,7 @@ const SEPARATOR = '~||~';
 /** Fields only the platform writes. */
 const SYSTEM_FIELDS = new Set(['_id', 'reportedAt', 'updatedAt', 'createdAt', 'rabbitRouting']);
 /** Fields a device's own reports cannot change: they identify it or belong to the platform. */
-const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'name', 'translatorPreferences']);
+const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'devEui', 'networkDeviceId', 'name', 'translatorPreferences']);
 
 export function checkName(name: unknown): string {
   if (typeof name !== 'string' || name.trim() === '') throw ValidationError.field('name', 'must be a non-empty string');
@@ -140,6 +143,14 @@ export function clientFields(fields: DeviceDoc, creating: boolean): { set: Devic
         break;
       case 'connector':
         set.connector = checkConnector(value);
+        break;
+      case 'devEui':
+        if (typeof value !== 'string' || !DEV_EUI.test(value)) throw ValidationError.field('devEui', 'must be a LoRaWAN DevEUI: 16 hexadecimal digits');
+        set.devEui = normalizeDevEui(value);
+        break;
+      case 'networkDeviceId':
+        if (typeof value !== 'string' || value.length < 1 || value.length > 128) throw ValidationError.field('networkDeviceId', 'must be the network server\'s id of the device, 1 to 128 characters');
+        set.networkDeviceId = value;
         break;
       default:
         set[key] = value;

@@ -63,6 +63,9 @@ export class PayloadTooLargeError extends PlatformError {}
 /** A request the server cannot read at all (a tampered cursor, a body that does not decode): 400. */
 export class BadRequestError extends PlatformError {}
 
+/** A third party the request depends on (a network server) said no, or did not answer in time: 502. */
+export class BadGatewayError extends PlatformError {}
+
 /** A body in an encoding the server does not speak: 415. */
 export class UnsupportedMediaTypeError extends PlatformError {}
 
