@@ -44,8 +44,9 @@ export function connectorRoutes(deps: Deps): Router {
     const webhookSecret = webhook ? randomBytes(24).toString('base64url') : null;
     const webhookSecretHash = webhookSecret ? createHash('sha256').update(webhookSecret).digest('hex') : undefined;
     await write(deps, context, connectorStream(id), connectorDecider, { type: 'CreateConnector', id, createdBy: context.actor, body, webhookSecretHash, at: context.now });
-    const row = await deps.db.selectFrom('connectors').select(COLUMNS).where('id', '=', id).executeTakeFirstOrThrow();
-    res.status(201).json({ ...presentConnector(row), ...(webhookSecret ? { webhookSecret } : {}) });
+    const row = await deps.db.selectFrom('connectors').select(['id', 'doc']).where('id', '=', id).executeTakeFirstOrThrow();
+    // The contract's create answer is the connector as given (the internal-broker case: `_id`, `name`, `basicCredentialsSetId`, `integration`); reads add its health.
+    res.status(201).json({ _id: row.id, ...row.doc, ...(webhookSecret ? { webhookSecret } : {}) });
   });
 
   router.get('/api/connectors', async (req, res) => {
