@@ -34,6 +34,13 @@ export class ChirpStackStandIn {
   readonly queues = new Map<string, QueueItem[]>();
   /** `up`: answering; `down`: every request is refused at the socket; `failing`: 503. */
   mode: 'up' | 'down' | 'failing' = 'up';
+  /**
+   * Holding requests without an answer, as a stalled server does: `before`
+   * doing anything, or `after` doing what the request asked (the answer lost
+   * on its way back). Held requests are counted in `held`.
+   */
+  hold: 'none' | 'before' | 'after' = 'none';
+  held = 0;
   private server: Server;
   private fCntDown = 0;
   private fCntUp = new Map<string, number>();
@@ -71,7 +78,9 @@ export class ChirpStackStandIn {
     const body = raw ? JSON.parse(raw) : null;
     const path = new URL(req.url!, 'http://x').pathname;
     this.requests.push({ method: req.method!, path, headers: req.headers, body });
+    if (this.hold === 'before') return void this.held++;
     const reply = (status: number, value: unknown) => {
+      if (this.hold === 'after') return void this.held++;
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(value));
     };
