@@ -35,7 +35,7 @@
  * MAX_RESULT_DEPTH levels), or the whole translation is rejected with kind 'spec'.
  */
 export { createSandbox } from './sandbox.js';
-export type { Checked, DecodeOptions, EncodedData, Program, Sandbox, SandboxOptions, SandboxStats, TranslatorSource } from './sandbox.js';
+export type { Checked, DecodeOptions, Sampled, Samples, EncodedData, Program, Sandbox, SandboxOptions, SandboxStats, TranslatorSource } from './sandbox.js';
 export type { Entries } from './context.js';
 export { checkFieldMap, compileFieldMap, formatPath, parsePath, UNMAPPED_POLICIES } from './fieldMap.js';
 export type { FieldMap, FieldMapEntry, UnmappedPolicy } from './fieldMap.js';

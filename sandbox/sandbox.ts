@@ -73,6 +73,16 @@ export interface SandboxStats {
   disposeFailures: number;
 }
 
+/** What a codec gave for one input, as data: its value, or the error it failed with. */
+export type Sampled<T> = { ok: T } | { error: string; kind: TranslatorError['kind']; codecErrors: string[] };
+
+/** A codec run on sample inputs, without a spec or field map: what it gives, as it gives it. */
+export interface Samples {
+  entries: Entries;
+  uplinks: Sampled<{ data: Record<string, unknown>; warnings: string[] }>[];
+  downlinks: Sampled<Encoded>[];
+}
+
 /** Upload checks that run code: which entry points it defines, and how its examples came out. */
 export interface Checked {
   entries: Entries;
@@ -84,6 +94,8 @@ export interface Sandbox {
   compile(code: string): Promise<Entries>;
   /** `compile`, then runs every example in one context (a fresh one after a time-out or memory failure). */
   check(source: Omit<TranslatorSource, 'key'>, examples: Example[], options: { at: string; parameters?: Record<string, unknown> }): Promise<Checked>;
+  /** Runs a device-repository codec on sample uplinks and downlinks, in one context; for proposing a translator from it. */
+  sample(code: string, inputs: { uplinks: { encodedData: EncodedData; receivedAt: string }[]; downlinks: DownlinkRequest[] }): Promise<Samples>;
   /** Validates spec and code, keeps warm contexts ready. Loading the same key and content again is a no-op; new content replaces the old. */
   load(source: TranslatorSource): Promise<Program>;
   get(key: string): Program | undefined;
@@ -377,6 +389,49 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
           if (context !== first && !context.dispose()) disposeFailures++;
         }
         return { entries: first.entries, examples: results };
+      });
+    },
+    async sample(code, inputs) {
+      return once(code, async (first) => {
+        let context = first;
+        const attempt = async <T>(run: (c: TranslatorContext) => T): Promise<Sampled<T>> => {
+          if (context.broken) {
+            if (context !== first && !context.dispose()) disposeFailures++;
+            context = await TranslatorContext.create(code, limits);
+          }
+          try {
+            return { ok: run(context) };
+          } catch (error) {
+            if (!(error instanceof TranslatorError)) throw error;
+            return { error: error.message, kind: error.kind, codecErrors: error.codecErrors };
+          }
+        };
+        try {
+          const uplinks: Samples['uplinks'] = [];
+          for (const { encodedData, receivedAt } of inputs.uplinks) {
+            uplinks.push(
+              await attempt((c) => {
+                if (!c.entries.decodeUplink) throw new TranslatorError('upload', 'the code defines no decodeUplink');
+                const r = c.call('decodeUplink', uplinkInput(encodedData, { receivedAt }));
+                const first = r.nonFinite[0];
+                if (first) throw new TranslatorError('spec', `data.${first.path}: ${first.value} is not a finite number`);
+                return readDecoded(r.returned, r.logs);
+              }),
+            );
+          }
+          const downlinks: Samples['downlinks'] = [];
+          for (const request of inputs.downlinks) {
+            downlinks.push(
+              await attempt((c) => {
+                if (!c.entries.encodeDownlink) throw new TranslatorError('codec', 'the code defines no encodeDownlink function');
+                return encodeIn(c, request);
+              }),
+            );
+          }
+          return { entries: first.entries, uplinks, downlinks };
+        } finally {
+          if (context !== first && !context.dispose()) disposeFailures++;
+        }
       });
     },
     load,
