@@ -155,9 +155,9 @@ export function contentProblem(value: unknown, path: string, depth: number): str
   }
   for (const key of Object.keys(value)) {
     const at = `${path}.${key}`;
-    if (FORBIDDEN_KEYS.has(key)) return `${path} contains the key '${key}' at ${at}, which is not allowed`;
+    if (FORBIDDEN_KEYS.has(key)) return `${path}: contains the key '${key}' at ${at}, which is not allowed`;
     const keyProblem = textProblem(key);
-    if (keyProblem) return `${path} has a key that ${keyProblem}`;
+    if (keyProblem) return `${path}: has a key that ${keyProblem}`;
     const found = contentProblem((value as Record<string, unknown>)[key], at, depth + 1);
     if (found) return found;
   }

@@ -255,7 +255,8 @@ function guess(leaf: Leaf, type: string): Guess {
       how = `unit '${sourceUnit}' is what ${head} is measured in`;
     }
   }
-  const quantity = QUANTITIES.has(head) ? head : name;
+  // A channel number is not part of what is measured: analog_in_8 measures analogIn.
+  const quantity = QUANTITIES.has(head) ? head : camel(canonical.filter((t) => !/^\d+$/.test(t))) || name;
   if (sourceUnit === undefined) return { name, quantity, how };
   if ((UNITS as readonly string[]).includes(sourceUnit)) return { name, quantity, unit: sourceUnit, how };
   const conversion = CONVERSIONS[sourceUnit];

@@ -237,7 +237,7 @@ storable('given results holding NUL, lone surrogates or nesting past the limit, 
     ['01', 0, 'label: contains a NUL character (\\u0000), which cannot be stored'],
     ['02', 0, 'label: contains a lone surrogate'],
     ['03', 0, 'settings.ok[1]: contains a lone surrogate'],
-    ['04', 0, 'settings has a key that contains a NUL character'],
+    ['04', 0, 'settings: has a key that contains a NUL character'],
     ['05', MAX_RESULT_DEPTH + 1, `nests deeper than ${MAX_RESULT_DEPTH} levels`],
   ];
   for (const [hex, port, message] of cases) {
