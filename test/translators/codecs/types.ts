@@ -1,4 +1,4 @@
-import type { FieldMap, TranslatorSpec, UnmappedPolicy } from '../../../sandbox/index.js';
+import type { Example, FieldMap, TranslatorSpec, UnmappedPolicy } from '../../../sandbox/index.js';
 
 /**
  * A real device's codec in the device-repository form, written for this test
@@ -32,7 +32,7 @@ export interface DeviceCodec {
 }
 
 /** The reviewed translator's examples: each uplink with its canonical output. */
-export function examplesOf(codec: DeviceCodec) {
+export function examplesOf(codec: DeviceCodec): Example[] {
   return [
     ...codec.uplinks.map((u) => ({ description: u.description, input: { fPort: u.fPort, bytes: [...Buffer.from(u.hex, 'hex')] }, output: u.canonical })),
     ...(codec.refused ? [{ description: 'refused frame', input: { fPort: codec.refused.fPort, bytes: [...Buffer.from(codec.refused.hex, 'hex')] }, errors: codec.refused.errors }] : []),
