@@ -242,22 +242,27 @@ export const HARNESS_SOURCE = String.raw`(function () {
   }
 
   // A codec's data is nested: NaN anywhere in it is dropped as from a result,
-  // and an infinity reported by its path. Copies only what it changes.
+  // and an infinity reported by its path. Copies only what it changes; paths
+  // are only built for what is reported or descended into.
+  function at(path, array, name) {
+    return array ? path + '[' + name + ']' : (path ? path + '.' : '') + name;
+  }
   function scrub(value, path, depth) {
     if (value === null || typeof value !== 'object' || depth > MAX_SCRUB_DEPTH) return value;
     var array = isArray(value), names = array ? null : keys(value), count = array ? value.length : names.length;
     var out;
     for (var i = 0; i < count; i++) {
       var name = array ? i : names[i], item = value[name], next = item;
-      var at = array ? path + '[' + i + ']' : (path ? path + '.' : '') + name;
-      if (typeof item === 'number' && !isFinite(item)) {
-        if (item === item) {
-          if (!nonFinite) nonFinite = [];
-          nonFinite[nonFinite.length] = { path: at, value: item > 0 ? 'Infinity' : '-Infinity' };
+      if (typeof item === 'number') {
+        if (item - item !== 0) {
+          if (item === item) {
+            if (!nonFinite) nonFinite = [];
+            nonFinite[nonFinite.length] = { path: at(path, array, name), value: item > 0 ? 'Infinity' : '-Infinity' };
+          }
+          next = undefined;
         }
-        next = undefined;
       } else if (item !== null && typeof item === 'object') {
-        next = scrub(item, at, depth + 1);
+        next = scrub(item, at(path, array, name), depth + 1);
       }
       if (next !== item && !out) {
         out = array ? [] : {};
@@ -353,6 +358,7 @@ export const HARNESS_SOURCE = String.raw`(function () {
       var fn = instantiate()[entry];
       if (typeof fn !== 'function') return stringify({ missing: entry, logs: takeLogs() });
       if (entry === 1) {
+        // Milliseconds since the epoch: cheaper to turn into a Date than an ISO string.
         args[0].recvTime = new DateCtor(args[0].recvTime);
         returned = fn(args[0]);
       } else {

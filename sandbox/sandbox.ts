@@ -148,7 +148,7 @@ function withLogs<T>(logs: string[], run: () => T): T {
 /** `decodeUplink`'s input, built as text: this is the per-call path. */
 function uplinkInput(encodedData: EncodedData, options: DecodeOptions): string {
   const bytes = Buffer.from(encodedData.hexEncoded, 'hex').join(',');
-  const recvTime = JSON.stringify(options.receivedAt ?? new Date().toISOString());
+  const recvTime = options.receivedAt === undefined ? Date.now() : Date.parse(options.receivedAt);
   const variables = options.parameters ? JSON.stringify(options.parameters) : '{}';
   return `[{"bytes":[${bytes}],"fPort":${Number(encodedData.port)},"recvTime":${recvTime},"variables":${variables}}]`;
 }
