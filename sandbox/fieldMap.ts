@@ -17,7 +17,7 @@
  * translator emits outside its spec).
  */
 import { TranslatorError } from './errors.js';
-import { MAX_RESULT_DEPTH } from './result.js';
+import { MAX_RESULT_DEPTH, textProblem } from './result.js';
 import { MAX_SPEC_FIELDS, UNITS, declaredType, fieldNameProblem, type SpecIssue, type TranslatorSpec } from './spec.js';
 
 export interface FieldMapEntry {
@@ -114,7 +114,7 @@ export function checkFieldMap(fieldMap: unknown, spec: TranslatorSpec, reserved:
   for (const path of paths) {
     const at = where(path);
     const entry = fieldMap[path];
-    const segments = parsePath(path);
+    const segments = textProblem(path) ?? parsePath(path);
     if (typeof segments === 'string') issues.push({ field: at, problem: segments });
     else parsed.set(formatPath(segments), path);
     if (!isRecord(entry)) {

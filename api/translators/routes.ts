@@ -195,6 +195,7 @@ function downlinkNotes(examples: ReturnType<typeof downlinkExamples>, results: A
     const result = results[i]!;
     if ('error' in result) return { note: `${label}: encodeDownlink failed (${result.kind}): ${result.error}` };
     const expected = isRecord(example.output) ? example.output : {};
+    if (!Array.isArray(expected.bytes) || !expected.bytes.every((b) => typeof b === 'number')) return { note: `${label}: its expected output has no bytes to compare` };
     const got = { bytes: [...Buffer.from(result.ok.hexEncoded, 'hex')], fPort: result.ok.fPort };
     const difference = firstDifference({ bytes: expected.bytes, ...(expected.fPort !== undefined ? { fPort: expected.fPort } : {}) }, { bytes: got.bytes, ...(expected.fPort !== undefined ? { fPort: got.fPort } : {}) }, 'output');
     return { note: difference ? `${label}: ${difference}` : `${label}: encodeDownlink gives the expected bytes` };

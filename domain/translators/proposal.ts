@@ -8,6 +8,7 @@
  * Pure: the caller parses the YAML and runs the codec in the sandbox.
  */
 import {
+  MAX_RESULT_DEPTH,
   UNITS,
   compileFieldMap,
   exampleInputProblem,
@@ -168,9 +169,17 @@ interface Leaf {
   statedUnit?: string;
 }
 
+/** Whether a value nests deeper than stored values may (and deeper than a walk should go). */
+function tooDeep(value: unknown, depth = 1): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (depth > MAX_RESULT_DEPTH) return true;
+  return Object.values(value).some((v) => tooDeep(v, depth + 1));
+}
+
 /**
  * The values a field map can name: primitives, arrays of primitives, and the
  * `value` of `{value, unit, …}` objects (whose other keys are then dropped).
+ * The data is no deeper than MAX_RESULT_DEPTH (see `tooDeep`).
  */
 function collectLeaves(data: unknown, segments: (string | number)[], into: Map<string, Leaf>, siblings: { dropped: boolean }): void {
   const add = (at: (string | number)[], value: unknown, statedUnit?: string) => {
@@ -292,6 +301,7 @@ export function proposeTranslator(input: ProposalInput): Proposal {
   const leaves = new Map<string, Leaf>();
   const siblings = { dropped: false };
   const valid: { example: YamlExample; index: number }[] = [];
+  let ran = 0;
   yamlExamples.forEach((example, index) => {
     const label = `example ${index}${example.description ? ` (${JSON.stringify(example.description)})` : ''}`;
     const problem = exampleInputProblem((isRecord(example.input) ? example.input : {}) as ExampleInput);
@@ -299,9 +309,14 @@ export function proposeTranslator(input: ProposalInput): Proposal {
       review.push({ note: `${label} is left out: its input ${problem ? `${problem.field} ${problem.problem}` : 'is missing'}` });
       return;
     }
-    valid.push({ example, index });
-    const sampled = input.decoded[valid.length - 1];
+    // `decoded` has one entry per example with a valid input, in order.
+    const sampled = input.decoded[ran++];
     const expected = isRecord(example.output) ? example.output.data : undefined;
+    if (tooDeep(expected) || (sampled && 'ok' in sampled && tooDeep(sampled.ok.data))) {
+      review.push({ note: `${label}: its data nests deeper than ${MAX_RESULT_DEPTH} levels; left out` });
+      return;
+    }
+    valid.push({ example, index });
     if (sampled && 'ok' in sampled) {
       collectLeaves(sampled.ok.data, [], leaves, siblings);
       if (expected !== undefined && JSON.stringify(sampled.ok.data) !== JSON.stringify(expected)) {

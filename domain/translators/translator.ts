@@ -5,6 +5,7 @@ import {
   MAX_EXAMPLES,
   checkFieldMap,
   checkSpec,
+  contentProblem,
   createResultCheck,
   declaredType,
   exampleInputProblem,
@@ -192,6 +193,9 @@ export function checkFields(fields: TranslatorFields): void {
   fields.examples.forEach((example, i) => {
     const input = exampleInputProblem(example.input);
     if (input) problems.push({ field: `examples[${i}].${input.field}`, problem: input.problem });
+    // Examples are stored as they come: the same rules as any stored value.
+    const content = contentProblem(example.output, `examples[${i}].output`, 1) ?? contentProblem(example.errors, `examples[${i}].errors`, 1) ?? contentProblem(example.description, `examples[${i}].description`, 1);
+    if (content) problems.push({ field: `examples[${i}]`, problem: content });
     if ((example.output === undefined) === (example.errors === undefined)) {
       problems.push({ field: `examples[${i}]`, problem: 'needs either output (the expected result) or errors (the expected codec errors)' });
     }

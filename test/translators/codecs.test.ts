@@ -77,6 +77,15 @@ codecs('given the Dragino codec, when imported, then a null seen in an example i
   assert.equal(translator.examples.at(-1), { description: 'Unknown FPort', input: { fPort: 42, bytes: [0xcb, 0xf6, 0x0b, 0x0d, 0x03, 0x76, 0x01, 0x0a, 0xdd, 0x7f, 0xff] }, errors: ['unknown FPort'] });
 });
 
+codecs('given an import whose YAML example nests deeper than stored data may, when imported, then that example is left out with a note', async ({ t }) => {
+  const deep = `${'{"d": '.repeat(200)}1${'}'.repeat(200)}`;
+  const codecYaml = `uplinkDecoder:\n  examples:\n    - description: deep\n      input: { fPort: 5, bytes: [1, 0, 10] }\n      output: { data: ${deep} }\n`;
+  const res = await importCodec(t, elsysErsCo2, { codecYaml });
+  assert.is(res.status, 200, res.text);
+  assert.equal(res.body.translator.examples, []);
+  assert.ok((res.body.review as { note: string }[]).some((r) => /example 0 \("deep"\): its data nests deeper than 32 levels; left out/.test(r.note)), JSON.stringify(res.body.review));
+});
+
 codecs('given an import, when the YAML does not parse or the code is not a codec, then 422 says which', async ({ t }) => {
   const badYaml = await importCodec(t, elsysErsCo2, { codecYaml: 'uplinkDecoder: [unclosed' });
   assert.is(badYaml.status, 422);

@@ -90,6 +90,24 @@ problems('when a field map maps two paths to one field, to a reserved name, or n
   assert.match(withTranslate.text, /^ERR - fieldMap maps the data of decodeUplink, but this code defines translate/);
 });
 
+problems('when examples or field-map paths hold what cannot be stored, then 422 names them before any code runs', async ({ t }) => {
+  let deep: unknown = 1;
+  for (let i = 0; i < 40; i++) deep = { d: deep };
+  const refusal = await refusedWithAll(t, reviewedTranslator(elsysErsCo2, {
+    name: 'unstorable',
+    fieldMap: { ...elsysErsCo2.fieldMap, 'motion\u0000': { field: 'motionCount' } },
+    examples: [
+      { description: 'nul', input: { fPort: 5, bytes: [1] }, output: { label: 'a\u0000' } },
+      { description: 'deep', input: { fPort: 5, bytes: [1] }, output: { deep } },
+      { description: '\ud800', input: { fPort: 5, bytes: [1] }, output: {} },
+    ],
+  }));
+  has(refusal, 'fieldMap["motion\\u0000"]', 'contains a NUL character');
+  has(refusal, 'examples[0]', 'examples[0].output.label: contains a NUL character');
+  has(refusal, 'examples[1]', 'nests deeper than 32 levels');
+  has(refusal, 'examples[2]', 'examples[2].description: contains a lone surrogate');
+});
+
 problems('when examples do not pass in the sandbox, then 422 names each by index and description with the first field that differs', async ({ t }) => {
   const [ok, probe] = reviewedTranslator(draginoLht65).examples as Record<string, any>[];
   const refusal = await refusedWithAll(t, reviewedTranslator(draginoLht65, {
