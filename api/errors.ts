@@ -22,7 +22,9 @@ import {
 /**
  * The one place errors become HTTP. Error bodies are `text/plain`: the
  * message itself, such as `Forbidden` or `ERR - name must NOT have more than
- * 50 characters`, exactly as the contract shows them.
+ * 50 characters`, exactly as the contract shows them. A validation that found
+ * several problems at once answers JSON instead: `{message, errors: [{field,
+ * problem}]}`, the message being the first problem in the contract's form.
  */
 export function statusOf(error: PlatformError): number {
   if (error instanceof ValidationError || error instanceof UnprocessableError) return 422;
@@ -129,5 +131,9 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     }
   }
   if (res.headersSent) return;
+  if (err instanceof ValidationError && err.problems) {
+    res.status(status).json({ message, errors: err.problems });
+    return;
+  }
   res.status(status).type('text/plain').send(message);
 };

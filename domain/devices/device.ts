@@ -88,9 +88,9 @@ export const DEVICE_NOT_FOUND = 'Iotnode not found';
 const SEPARATOR = '~||~';
 
 /** Fields only the platform writes. */
-const SYSTEM_FIELDS = new Set(['_id', 'reportedAt', 'updatedAt', 'createdAt', 'rabbitRouting']);
+export const SYSTEM_FIELDS = new Set(['_id', 'reportedAt', 'updatedAt', 'createdAt', 'rabbitRouting']);
 /** Fields a device's own reports cannot change: they identify it or belong to the platform. */
-const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'devEui', 'networkDeviceId', 'name', 'translatorPreferences']);
+export const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'devEui', 'networkDeviceId', 'name', 'translatorPreferences']);
 
 export function checkName(name: unknown): string {
   if (typeof name !== 'string' || name.trim() === '') throw ValidationError.field('name', 'must be a non-empty string');
