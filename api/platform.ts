@@ -38,6 +38,8 @@ import { createSandbox } from '../sandbox/index.js';
 import { Translation } from '../ingest/translate.js';
 import { translatorRoutes } from './translators/routes.js';
 import { uplinkRoutes } from './translators/uplinks.js';
+import { panelRoutes } from './web.js';
+import { liveChannelRoutes } from './channels/live.js';
 
 export interface Platform {
   deps: Deps;
@@ -117,7 +119,8 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
 
     const app = createApp(deps, loadOpenApi(), {
       parsers: [imageUploadParser()],
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps, (topic, message) => ingest.broker ? ingest.broker.publish(topic, message, 1) : Promise.reject(new Error('the MQTT broker is not running'))), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      panel: panelRoutes(),
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps, (topic, message) => ingest.broker ? ingest.broker.publish(topic, message, 1) : Promise.reject(new Error('the MQTT broker is not running'))), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),

@@ -1,0 +1,56 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import express, { Router } from 'express';
+
+/** Where `npm run build:web` (run by `npm ci` through `prepare`) puts the control panel. */
+export const PANEL_DIR = new URL('../web/dist', import.meta.url).pathname;
+
+/**
+ * The panel's own policy: scripts only from the platform, connections to the
+ * platform (REST, MQTT over WebSocket), map tiles from any http(s) address a
+ * user configures.
+ */
+const CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  // Leaflet and the grid position elements with style attributes.
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data: blob: http: https:",
+  "connect-src 'self' ws: wss:",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/**
+ * Serves the control panel at `/`: the built files, and `index.html` for any
+ * other page path (the panel routes in the browser). `/api` and `/mqtt` are
+ * never answered here. Hashed assets are cached for a year; `index.html` is
+ * revalidated, so a new build is picked up on the next load.
+ */
+export function panelRoutes(dir: string = PANEL_DIR): Router {
+  const router = Router();
+  const index = join(dir, 'index.html');
+  const isPanelPath = (path: string) => !/^\/(api|mqtt)(\/|$)/.test(path);
+  const assets = express.static(dir, {
+    index: false,
+    fallthrough: true,
+    setHeaders(res, path) {
+      res.setHeader('Cache-Control', path.includes('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache');
+    },
+  });
+  router.use((req, res, next) => {
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || !isPanelPath(req.path)) return next();
+    res.setHeader('Content-Security-Policy', CSP);
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('Referrer-Policy', 'same-origin');
+    assets(req, res, () => {
+      // A missing asset is a 404, never the page in its place.
+      if (/\.[A-Za-z0-9]+$/.test(req.path)) return res.status(404).type('text/plain').send('Not found');
+      if (!existsSync(index)) return res.status(503).type('text/plain').send('The control panel is not built: run npm run build:web');
+      res.setHeader('Cache-Control', 'no-cache');
+      res.sendFile(index);
+    });
+  });
+  return router;
+}

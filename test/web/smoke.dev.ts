@@ -1,0 +1,13 @@
+import { startTestCluster } from '../support/cluster.js';
+import { startTestPlatform } from '../support/platform.js';
+import { ensurePanelBuilt, launch, openPage, screenshot, logIn } from '../support/browser.js';
+ensurePanelBuilt();
+const cluster = await startTestCluster();
+const t = await startTestPlatform();
+const browser = await launch();
+const w = await openPage(browser, t.baseUrl);
+await logIn(w.page, 'admin', 'admin-password-1');
+await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+await screenshot(w.page, 'smoke-picker');
+console.log('errors', w.errors);
+await browser.close(); await t.stop(); await cluster.stop();

@@ -1,0 +1,3 @@
+export default function Device() {
+  return <p>Device</p>;
+}

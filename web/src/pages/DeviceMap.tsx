@@ -1,0 +1,3 @@
+export default function DeviceMap() {
+  return <p>DeviceMap</p>;
+}

@@ -1,0 +1,3 @@
+export default function Devices() {
+  return <p>Devices</p>;
+}

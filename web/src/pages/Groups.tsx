@@ -1,0 +1,3 @@
+export default function Groups() {
+  return <p>Groups</p>;
+}

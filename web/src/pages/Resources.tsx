@@ -1,0 +1,3 @@
+export default function Resources() {
+  return <p>Resources</p>;
+}

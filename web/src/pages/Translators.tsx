@@ -1,0 +1,3 @@
+export default function Translators() {
+  return <p>Translators</p>;
+}

@@ -1,0 +1,3 @@
+export default function Users() {
+  return <p>Users</p>;
+}
