@@ -17,6 +17,8 @@ const CSP = [
   "style-src 'self' 'unsafe-inline'",
   "img-src 'self' data: blob: http: https:",
   "connect-src 'self' ws: wss:",
+  // MQTT.js keeps its keep-alive timers in a worker made from a blob, so background tabs do not throttle them.
+  "worker-src 'self' blob:",
   "object-src 'none'",
   "base-uri 'none'",
   "frame-ancestors 'none'",

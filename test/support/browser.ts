@@ -52,6 +52,7 @@ export async function openPage(browser: Browser, baseUrl: string, options: { wid
     if (localStorage.getItem('panel.tileUrl') === null) localStorage.setItem('panel.tileUrl', tiles);
   }, options.tiles ?? '');
   const page = await context.newPage();
+  page.setDefaultTimeout(10_000);
   const errors: string[] = [];
   const record = (m: ConsoleMessage) => {
     // A refused request shows as a console error in Chromium; those are checked by the tests that cause them.

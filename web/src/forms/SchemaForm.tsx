@@ -1,15 +1,15 @@
 import { useEffect, useMemo, useState, type ReactNode } from 'react';
 import Form from '@rjsf/core';
 import type { ErrorSchema, RegistryWidgetsType, UiSchema, WidgetProps } from '@rjsf/utils';
-import validator from '@rjsf/validator-ajv8';
+import { apiValidator } from './apiValidator';
 import { ApiError, get } from '../lib/api';
 import type { Schema } from '../lib/openapi';
 
 /**
  * Forms generated from the platform's own OpenAPI schemas (react-jsonschema-form):
- * the same schema the API validates a request with draws the form and checks it
- * in the browser, and a 422 from the API (`ERR - <field> <why>`) is shown next
- * to the field it names.
+ * the schema the API validates a request with draws the form, the API itself
+ * checks it (see apiValidator), and its 422 (`ERR - <field> <why>`) is shown
+ * next to the field it names.
  */
 
 export interface Choices {
@@ -33,7 +33,8 @@ export function useChoices(rulesOffered: boolean): Choices | null {
       rulesOffered ? soft(get<{ _id: string; name: string }[]>('/api/rules-v2'), null) : Promise.resolve(null),
     ]).then(([devices, images, dashboards, rules]) =>
       setChoices({
-        devices: devices.map((d) => ({ _id: String(d._id), name: String(d.name), fields: Object.keys(d).filter((k) => !PLATFORM_FIELDS.has(k)) })),
+        // Numeric fields first: they are what most widgets show.
+        devices: devices.map((d) => ({ _id: String(d._id), name: String(d.name), fields: Object.keys(d).filter((k) => !PLATFORM_FIELDS.has(k)).sort((a, b) => Number(typeof d[b] === 'number') - Number(typeof d[a] === 'number')) })),
         images,
         dashboards: dashboards.map((d) => ({ _id: d._id, name: d.name })),
         rules,
@@ -210,7 +211,7 @@ export function SchemaForm({ schema, formData, onChange, onSubmit, extraErrors, 
       schema={schema as never}
       uiSchema={uiSchema}
       formData={formData}
-      validator={validator}
+      validator={apiValidator}
       widgets={WIDGETS}
       formContext={formContext}
       extraErrors={extraErrors}

@@ -74,7 +74,7 @@ export default function WidgetForm({ dashboardId, widget, onClose, onSaved, onGo
         <SchemaForm schema={schema} formData={data} onChange={(d) => (setData(d), extra && setExtra(undefined))} onSubmit={(d) => void save(d)} extraErrors={extra} choices={choices} idPrefix="settings">
           <div className="row sticky-actions">
             <button type="submit" className="primary" disabled={busy}>
-              {busy ? 'Saving…' : widget ? 'Save' : 'Add'}
+              {busy ? 'Saving…' : widget ? 'Save' : 'Add to dashboard'}
             </button>
             <button type="button" onClick={onClose}>
               Cancel

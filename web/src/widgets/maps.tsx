@@ -66,7 +66,7 @@ export function DeviceMapWidget({ settings: s }: WidgetProps<{ viewId?: string; 
   const overlay = useImage(s.imageId);
   useReady(devices !== null || error !== null);
   useEffect(() => {
-    get<Device[]>('/api/iotnodes?limit=1000&fields=name,lnglat').then(setDevices, (e) => setError(describe(e, 'Listing devices')));
+    get<Device[]>(`/api/iotnodes?${new URLSearchParams({ limit: '1000', fields: 'name,lnglat' })}`).then(setDevices, (e) => setError(describe(e, 'Listing devices')));
     get<Fence[]>('/api/geofences').then(setFences, () => setFences([]));
   }, []);
   useEffect(() => {
