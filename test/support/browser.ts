@@ -48,9 +48,7 @@ export interface WatchedPage {
 export async function openPage(browser: Browser, baseUrl: string, options: { width?: number; height?: number; tiles?: string } = {}): Promise<WatchedPage> {
   const context = await browser.newContext({ baseURL: baseUrl, viewport: { width: options.width ?? 1280, height: options.height ?? 900 } });
   // No tiles by default: the tests run without a network, and maps must still show devices and fences.
-  await context.addInitScript((tiles) => {
-    if (localStorage.getItem('panel.tileUrl') === null) localStorage.setItem('panel.tileUrl', tiles);
-  }, options.tiles ?? '');
+  await context.addInitScript(`if (localStorage.getItem('panel.tileUrl') === null) localStorage.setItem('panel.tileUrl', ${JSON.stringify(options.tiles ?? '')});`);
   const page = await context.newPage();
   page.setDefaultTimeout(10_000);
   const errors: string[] = [];
