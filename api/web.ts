@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import express, { Router } from 'express';
 
@@ -41,11 +42,28 @@ export function panelRoutes(dir: string = PANEL_DIR): Router {
       res.setHeader('Cache-Control', path.includes('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache');
     },
   });
+  // Hashed assets never change, so each is gzipped once, on its first request, and kept.
+  const gzipped = new Map<string, Buffer | null>();
+  const gzipOf = (path: string): Buffer | null => {
+    if (!gzipped.has(path)) {
+      const file = join(dir, path);
+      gzipped.set(path, /^\/assets\/[\w.-]+\.(js|css|svg)$/.test(path) && existsSync(file) ? gzipSync(readFileSync(file), { level: 9 }) : null);
+    }
+    return gzipped.get(path)!;
+  };
   router.use((req, res, next) => {
     if ((req.method !== 'GET' && req.method !== 'HEAD') || !isPanelPath(req.path)) return next();
     res.setHeader('Content-Security-Policy', CSP);
     res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('Referrer-Policy', 'same-origin');
+    const gz = req.path.startsWith('/assets/') && /\bgzip\b/.test(req.headers['accept-encoding'] ?? '') ? gzipOf(req.path) : null;
+    if (gz) {
+      res.setHeader('Content-Encoding', 'gzip');
+      res.setHeader('Vary', 'Accept-Encoding');
+      res.setHeader('Cache-Control', 'public, max-age=31536000, immutable');
+      res.type(req.path.split('.').pop()!);
+      return res.end(req.method === 'HEAD' ? undefined : gz);
+    }
     assets(req, res, () => {
       // A missing asset is a 404, never the page in its place.
       if (/\.[A-Za-z0-9]+$/.test(req.path)) return res.status(404).type('text/plain').send('Not found');

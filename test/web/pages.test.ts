@@ -211,7 +211,7 @@ pages('at a phone width, then the menu folds, a dashboard stacks its widgets in 
     await w.page.locator('.dashboard[data-ready="true"]').waitFor();
     const [left, right] = [await w.page.getByText('Left').boundingBox(), await w.page.getByText('Right').boundingBox()];
     assert.ok(right!.y > left!.y, 'stacked');
-    const overflow = await w.page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    const overflow = Number(await w.page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth'));
     assert.ok(overflow <= 0, `${overflow}px wider than the screen`);
     await screenshot(w.page, 'phone-dashboard');
     assert.equal(w.errors, []);

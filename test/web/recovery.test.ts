@@ -42,7 +42,7 @@ recovery('given a token that expires while a dialog is filled in, when the user 
   const w = await openPage(ctx.browser, ctx.t.baseUrl);
   try {
     await w.page.goto('/');
-    await w.page.evaluate((token) => localStorage.setItem('panel.token', token), short);
+    await w.page.evaluate(`localStorage.setItem('panel.token', ${JSON.stringify(short)})`);
     await w.page.reload();
     await w.page.getByRole('button', { name: 'New dashboard' }).click();
     await w.page.getByLabel('Name').fill('Typed before expiry');

@@ -30,8 +30,19 @@ export function want(ids: string[]): void {
     pending.add(id);
   }
   if (pending.size && !flushTimer) flushTimer = setTimeout(flush, 50);
-  void connect();
+  // The broker connection (and MQTT.js itself) waits for the page to finish its first render; reading the devices
+  // again once subscribed catches any change in between.
+  if (!client && !connecting && !idleQueued) {
+    idleQueued = true;
+    const go = () => {
+      idleQueued = false;
+      void connect();
+    };
+    if ('requestIdleCallback' in window) requestIdleCallback(go, { timeout: 1000 });
+    else setTimeout(go, 200);
+  }
 }
+let idleQueued = false;
 
 async function flush(): Promise<void> {
   flushTimer = null;
