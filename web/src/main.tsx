@@ -3,6 +3,9 @@ import { createRoot } from 'react-dom/client';
 import { BrowserRouter } from 'react-router';
 import App from './App';
 import './styles.css';
+import { startEarly } from './lib/early';
+
+startEarly();
 
 // A failure nobody awaited is shown by the part of the page it belongs to; the console stays free of uncaught errors.
 window.addEventListener('unhandledrejection', (e) => {

@@ -130,3 +130,23 @@ export function useDevices(ids: string[]): DeviceState[] {
     return () => offs.forEach((o) => o());
   }, snapshot);
 }
+
+/** Every `deviceId` in a widget's settings, at any depth. */
+export function deviceIdsIn(settings: unknown, out = new Set<string>()): Set<string> {
+  if (Array.isArray(settings)) for (const v of settings) deviceIdsIn(v, out);
+  else if (settings && typeof settings === 'object')
+    for (const [k, v] of Object.entries(settings)) {
+      if (k === 'deviceId' && typeof v === 'string') out.add(v);
+      else if (typeof v === 'object') deviceIdsIn(v, out);
+    }
+  return out;
+}
+
+/** Starts reading devices before the widgets that show them are drawn. */
+export function prefetch(ids: Iterable<string>): void {
+  for (const id of ids) {
+    if (!id || states.has(id)) continue;
+    states.set(id, { status: 'loading' });
+    void load(id);
+  }
+}

@@ -64,12 +64,14 @@ async function load(token: string): Promise<Session> {
   const id = subjectOf(token);
   if (!id) throw new ApiError(401, 'The token names no user');
   const headers = { authorization: `Bearer ${token}` };
-  const user = await api<User>('GET', `/api/users/${id}`, { anonymous: true, headers });
-  // A custom role may not list roles: then nothing is offered that the role check could refuse.
-  const roles = await api<Role[]>('GET', '/api/roles', { anonymous: true, headers }).catch((e: unknown) => {
-    if (e instanceof ApiError && e.status === 403) return [];
-    throw e;
-  });
+  const [user, roles] = await Promise.all([
+    api<User>('GET', `/api/users/${id}`, { anonymous: true, headers }),
+    // A custom role may not list roles: then nothing is offered that the role check could refuse.
+    api<Role[]>('GET', '/api/roles', { anonymous: true, headers }).catch((e: unknown) => {
+      if (e instanceof ApiError && e.status === 403) return [];
+      throw e;
+    }),
+  ]);
   const mine = user.attributes?.roles?.length ? user.attributes.roles : ['viewerBasic'];
   const permissions: Record<string, string[]> = {};
   for (const role of roles.filter((r) => mine.includes(r.name))) {

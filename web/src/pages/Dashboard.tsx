@@ -10,6 +10,8 @@ import { Boundary, ErrorText, Loading, Modal } from '../components/ui';
 import { ReadyContext, WidgetIdProvider } from '../widgets/common';
 import { TEMPLATE_LABELS, WIDGETS } from '../widgets';
 import { useMedia } from '../lib/media';
+import { takeEarly } from '../lib/early';
+import { deviceIdsIn, prefetch } from '../lib/devices';
 
 const WidgetForm = lazy(() => import('../forms/WidgetForm'));
 const HeaderForm = lazy(() => import('../forms/HeaderForm'));
@@ -60,7 +62,9 @@ export default function DashboardPage() {
 
   const load = useCallback(async () => {
     try {
-      const d = await get<Dashboard>(`/api/dashboards/${encodeURIComponent(id)}`);
+      const early = takeEarly(id) as Promise<Dashboard> | null;
+      const d = (early && (await early.catch(() => null))) || (await get<Dashboard>(`/api/dashboards/${encodeURIComponent(id)}`));
+      prefetch(deviceIdsIn(d.widgets.map((w) => w.settings)));
       setDash(d);
       setGone(false);
       setError(null);
