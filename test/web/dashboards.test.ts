@@ -141,6 +141,15 @@ panel('when a widget is dragged in edit mode, then the layout saved through PATC
   const shown = await item.boundingBox();
   assert.ok(Math.abs(shown!.x - grid.x - targetX * column) < column / 2, `${shown!.x - grid.x} vs ${targetX * column}`);
   await screenshot(page, 'dashboard-edit-mode');
+  // The same from the keyboard: the focused handle moves the widget with an arrow key, and grows it with Shift.
+  await handle.focus();
+  await page.keyboard.press('ArrowLeft');
+  await page.keyboard.press('Shift+ArrowDown');
+  const keyed = await eventuallyValue(async () => {
+    const w = (await ok(ctx.t, 'GET', `/api/dashboards/${ctx.dashboardId}`)).widgets.find((x: any) => x.template === 'text');
+    return w.x === targetX - 1 && w.height === moved.height + 1 ? w : undefined;
+  });
+  assert.is(keyed.width, moved.width);
   assert.equal(ctx.admin.errors, []);
 });
 

@@ -281,7 +281,29 @@ function Grid({ dash, editing, sizes, onLayout, onAction }: { dash: Dashboard; e
             const item = layout.find((l) => l.i === w._id)!;
             return (
               <div key={w._id} className="grid-item" data-widget-id={w._id} data-template={w.template}>
-                <WidgetFrame widget={w} dashboardId={dash._id} editing={editing} width={item.w * colWidth + (item.w - 1) * GRID.margin[0]} height={pxHeight(item.h)} onAction={onAction} />
+                <WidgetFrame
+                  widget={w}
+                  dashboardId={dash._id}
+                  editing={editing}
+                  width={item.w * colWidth + (item.w - 1) * GRID.margin[0]}
+                  height={pxHeight(item.h)}
+                  onAction={onAction}
+                  onKeyMove={(dx, dy, dw, dh) =>
+                    onLayout(
+                      layout.map((l) =>
+                        l.i !== w._id
+                          ? l
+                          : {
+                              ...l,
+                              w: Math.min(GRID.cols, Math.max(l.minW ?? 1, l.w + dw)),
+                              h: Math.max(l.minH ?? 1, l.h + dh),
+                              x: Math.min(GRID.cols - Math.min(GRID.cols, Math.max(l.minW ?? 1, l.w + dw)), Math.max(0, l.x + dx)),
+                              y: Math.max(0, l.y + dy),
+                            },
+                      ),
+                    )
+                  }
+                />
               </div>
             );
           })}
@@ -291,25 +313,41 @@ function Grid({ dash, editing, sizes, onLayout, onAction }: { dash: Dashboard; e
   );
 }
 
-function WidgetFrame({ widget: w, dashboardId, editing, width, height, onAction }: { widget: Widget; dashboardId: string; editing: boolean; width: number; height: number; onAction?: (kind: 'edit' | 'duplicate' | 'delete', w: Widget) => void }) {
+/** Arrow keys on a focused handle move the widget; with Shift they resize it. */
+const KEY_MOVES: Record<string, [number, number]> = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] };
+
+function WidgetFrame({ widget: w, dashboardId, editing, width, height, onAction, onKeyMove }: { widget: Widget; dashboardId: string; editing: boolean; width: number; height: number; onAction?: (kind: 'edit' | 'duplicate' | 'delete', w: Widget) => void; onKeyMove?: (dx: number, dy: number, dw: number, dh: number) => void }) {
   const Component = WIDGETS[w.template];
   const label = TEMPLATE_LABELS[w.template] ?? w.template;
   return (
     <article className={w._broken ? 'widget broken' : 'widget'} aria-label={`${label} widget`}>
       {editing && (
         <div className="widget-bar">
-          <span className="drag-handle" title="Drag to move" aria-label={`Move ${label}`} role="button" tabIndex={0}>
+          <span
+            className="drag-handle"
+            title="Drag to move; or focus and use the arrow keys (with Shift to resize)"
+            aria-label={`Move ${label}: arrow keys move, Shift and arrow keys resize`}
+            role="button"
+            tabIndex={0}
+            onKeyDown={(e) => {
+              const m = KEY_MOVES[e.key];
+              if (!m) return;
+              e.preventDefault();
+              if (e.shiftKey) onKeyMove?.(0, 0, m[0], m[1]);
+              else onKeyMove?.(m[0], m[1], 0, 0);
+            }}
+          >
             ⠿ {label}
           </span>
           <span className="widget-actions">
-            <button type="button" className="small" onClick={() => onAction?.('edit', w)} aria-label={`Settings of ${label}`}>
-              Settings
+            <button type="button" className="icon" onClick={() => onAction?.('edit', w)} aria-label={`Settings of ${label}`} title="Settings">
+              ⚙
             </button>
-            <button type="button" className="small" onClick={() => onAction?.('duplicate', w)} aria-label={`Duplicate ${label}`}>
-              Duplicate
+            <button type="button" className="icon" onClick={() => onAction?.('duplicate', w)} aria-label={`Duplicate ${label}`} title="Duplicate">
+              ⧉
             </button>
-            <button type="button" className="small danger" onClick={() => onAction?.('delete', w)} aria-label={`Delete ${label}`}>
-              Delete
+            <button type="button" className="icon danger" onClick={() => onAction?.('delete', w)} aria-label={`Delete ${label}`} title="Delete">
+              ✕
             </button>
           </span>
         </div>
