@@ -7,25 +7,12 @@ import { api, describe, get } from '../lib/api';
 import { can } from '../lib/session';
 import { ErrorText, Loading } from '../components/ui';
 import { deviceMarker, fenceLayer, lngLatOf, useLeaflet, type Fence } from '../widgets/Leaflet';
+import { ringOf } from '../lib/geo';
 
 interface Dev {
   _id: string;
   name: string;
   lnglat?: unknown;
-}
-
-/** Twice the signed area of a ring of `[lng, lat]`: positive when counter-clockwise. */
-export const signedArea = (ring: [number, number][]) => ring.reduce((a, [x1, y1], i) => {
-  const [x2, y2] = ring[(i + 1) % ring.length]!;
-  return a + (x1 * y2 - x2 * y1);
-}, 0);
-
-/** A drawn polygon as the API's fence ring: `[lng, lat]`, closed, counter-clockwise. */
-export function ringOf(latlngs: L.LatLng[]): [number, number][] {
-  const ring = latlngs.map((p) => [Number(p.lng.toFixed(6)), Number(p.lat.toFixed(6))] as [number, number]);
-  if (signedArea(ring) < 0) ring.reverse();
-  ring.push([...ring[0]!]);
-  return ring;
 }
 
 /** Devices with geofences: draw a fence, save it, see which devices are inside. */

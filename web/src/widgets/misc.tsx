@@ -3,6 +3,7 @@ import { Link } from 'react-router';
 import { api, ApiError, call, describe, get } from '../lib/api';
 import { ErrorText, Loading } from '../components/ui';
 import { useImage, useReady, type WidgetProps } from './common';
+import { logsQuery } from '../lib/logs';
 
 /** Buttons that run a rule through its button trigger (`POST /api/rules-v2/{id}/execute`). */
 export function CommandButtons({ settings: s }: WidgetProps<{ buttons: { ruleV2Id: string; triggerNodeId: string; label: string; icon?: string; color?: string; iconOnly?: boolean; textAlign?: 'left' | 'center' | 'right' }[] }>) {
@@ -115,18 +116,6 @@ interface LogEntry {
   category: string;
   message: string;
   time: string;
-}
-
-const UNIT_SECONDS: Record<string, number> = { second: 1, seconds: 1, minute: 60, minutes: 60, hour: 3600, hours: 3600, day: 86400, days: 86400, week: 604800, weeks: 604800, month: 2592000, months: 2592000 };
-
-/** The query of the logs widget's settings. */
-export function logsQuery(s: { resourceType?: string; type?: string[]; priority?: string[]; category?: string; timeRange?: { start: { amount: number; unit: string } } }, now = Date.now()): string {
-  const q = new URLSearchParams({ limit: '50', resourceType: s.resourceType ?? 'device' });
-  if (s.type?.length) q.set('type', s.type.join(','));
-  if (s.priority?.length) q.set('priority', s.priority.join(','));
-  if (s.category) q.set('category', s.category);
-  if (s.timeRange) q.set('from', new Date(now - s.timeRange.start.amount * (UNIT_SECONDS[s.timeRange.start.unit] ?? 3600) * 1000).toISOString());
-  return `/api/logs?${q}`;
 }
 
 /** The latest filtered log entries, read again every 10 s. */
