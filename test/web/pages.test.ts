@@ -148,7 +148,7 @@ pages('when a credentials set and a reserved topic are created, then the API ref
   const topics = page.getByRole('region', { name: 'Reserved topics', exact: true });
   await topics.getByRole('button', { name: 'New' }).click();
   await dialog.locator('#create_topic').fill('elsewhere/x');
-  await dialog.locator('#create_basicCredentialsSetId').fill(set._id);
+  await dialog.locator('#create_basicCredentialsSetId').selectOption(set._id);
   await dialog.getByRole('button', { name: 'Create' }).click();
   await dialog.getByRole('alert').first().waitFor();
   assert.match(await dialog.getByRole('alert').first().innerText(), /svc\/generic\/v2/);

@@ -26,20 +26,24 @@ export function useChoices(rulesOffered: boolean): Choices | null {
       soft(get<{ _id: string; name: string }[]>('/api/images'), []),
       soft(get<{ _id: string; name: string }[]>('/api/dashboards'), []),
       rulesOffered ? soft(get<{ _id: string; name: string }[]>('/api/rules-v2'), null) : Promise.resolve(null),
-    ]).then(([devices, images, dashboards, rules]) =>
+      soft(get<{ _id: string; username: string }[]>('/api/basic-credentials-sets'), []),
+      soft(get<{ _id: string; name: string }[]>('/api/devicegroups'), []),
+    ]).then(([devices, images, dashboards, rules, sets, groups]) =>
       setChoices({
         // Numeric fields first: they are what most widgets show.
         devices: devices.map((d) => ({ _id: String(d._id), name: String(d.name), fields: Object.keys(d).filter((k) => !PLATFORM_FIELDS.has(k)).sort((a, b) => Number(typeof d[b] === 'number') - Number(typeof d[a] === 'number')) })),
         images,
         dashboards: dashboards.map((d) => ({ _id: d._id, name: d.name })),
         rules,
+        credentialsSets: sets.map((s) => ({ _id: s._id, name: s.username })),
+        deviceGroups: groups.map((g) => ({ _id: g._id, name: g.name })),
       }),
     );
   }, [rulesOffered]);
   return choices;
 }
 
-function IdSelect(kind: 'devices' | 'images' | 'dashboards' | 'rules') {
+function IdSelect(kind: 'devices' | 'images' | 'dashboards' | 'rules' | 'credentialsSets' | 'deviceGroups') {
   return function Picker(props: WidgetProps) {
     const choices = (props.registry.formContext as { choices?: Choices } | undefined)?.choices;
     const list = choices?.[kind] ?? null;
@@ -51,7 +55,7 @@ function IdSelect(kind: 'devices' | 'images' | 'dashboards' | 'rules') {
           className="form-control"
           value={value}
           required={props.required}
-          placeholder={kind === 'rules' && !list ? 'rule id (this platform lists no rules)' : `${kind.slice(0, -1)} id`}
+          placeholder={kind === 'rules' && !list ? 'rule id (this platform lists no rules)' : 'id'}
           onChange={(e) => props.onChange(e.target.value === '' ? undefined : e.target.value)}
           onBlur={() => props.onBlur(props.id, value)}
           onFocus={() => props.onFocus(props.id, value)}
@@ -102,6 +106,8 @@ export const WIDGETS: RegistryWidgetsType = {
   image: IdSelect('images'),
   dashboard: IdSelect('dashboards'),
   rule: IdSelect('rules'),
+  credentialsSet: IdSelect('credentialsSets'),
+  deviceGroup: IdSelect('deviceGroups'),
   fieldPath: FieldPath,
 };
 

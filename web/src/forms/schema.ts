@@ -14,9 +14,21 @@ export interface Choices {
   images: { _id: string; name: string }[];
   dashboards: { _id: string; name: string }[];
   rules: { _id: string; name: string }[] | null;
+  credentialsSets?: { _id: string; name: string }[];
+  deviceGroups?: { _id: string; name: string }[];
 }
 
-const PICKERS: Record<string, string> = { deviceId: 'device', imageId: 'image', targetDashboardId: 'dashboard', ruleV2Id: 'rule', field: 'fieldPath' };
+const PICKERS: Record<string, string> = {
+  deviceId: 'device',
+  iotnode: 'device',
+  iotnodeId: 'device',
+  imageId: 'image',
+  targetDashboardId: 'dashboard',
+  ruleV2Id: 'rule',
+  basicCredentialsSetId: 'credentialsSet',
+  deviceGroup: 'deviceGroup',
+  field: 'fieldPath',
+};
 
 /** Resolves a local `$ref` against the root schema. */
 export function deref(schema: Schema | undefined, root: Schema): Schema {
@@ -50,7 +62,7 @@ export function uiSchemaFor(schema: Schema, root: Schema, depth = 0): UiSchema {
       const items = deref(d.items, root);
       if (items.type === 'string' && name === 'fields') ui[name] = { items: { 'ui:widget': 'fieldPath' } };
       else ui[name] = { items: uiSchemaFor(items, root, depth + 1) };
-    } else if (d.description) ui[name] = { 'ui:help': d.description };
+    }
   }
   return ui;
 }

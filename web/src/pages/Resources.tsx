@@ -6,7 +6,7 @@ import { offers, openapi, requestSchema, type OpenApiDoc } from '../lib/openapi'
 import { can } from '../lib/session';
 import { useApi } from '../lib/useApi';
 import { ErrorText, Loading, Modal } from '../components/ui';
-import { apiErrors, SchemaForm } from '../forms/SchemaForm';
+import { apiErrors, SchemaForm, useChoices } from '../forms/SchemaForm';
 
 interface Section {
   title: string;
@@ -155,6 +155,7 @@ function CreateDialog({ section, doc, onClose, onCreated }: { section: Section; 
   const [extra, setExtra] = useState<ErrorSchema>();
   const [error, setError] = useState<string | null>(null);
   const [created, setCreated] = useState<Record<string, unknown> | null>(null);
+  const choices = useChoices(false);
   const submit = async (body: unknown) => {
     setExtra(undefined);
     setError(null);
@@ -184,7 +185,7 @@ function CreateDialog({ section, doc, onClose, onCreated }: { section: Section; 
       ) : (
         <>
           <ErrorText>{error}</ErrorText>
-          <SchemaForm schema={schema} formData={data} onChange={setData} onSubmit={(d) => void submit(d)} extraErrors={extra} idPrefix="create">
+          <SchemaForm schema={schema} formData={data} onChange={setData} onSubmit={(d) => void submit(d)} extraErrors={extra} choices={choices} idPrefix="create">
             <div className="row">
               <button type="submit" className="primary">
                 Create
