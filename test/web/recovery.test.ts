@@ -63,6 +63,26 @@ recovery('given a token that expires while a dialog is filled in, when the user 
   }
 });
 
+recovery('given a stored token that has expired, when the panel opens on a dashboard address, then the login page shows and leads back there', async (ctx) => {
+  const [admin] = await ok(ctx.t, 'GET', '/api/users?username=admin');
+  const stale = issueToken(ctx.t.platform.deps.jwtSecret, admin.id, -10);
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Bookmarked' });
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  try {
+    await w.page.goto('/');
+    await w.page.evaluate(`localStorage.setItem('panel.token', ${JSON.stringify(stale)})`);
+    await w.page.goto(`/dashboards/${d._id}`);
+    await w.page.getByLabel('Username').fill(ADMIN.username);
+    await w.page.getByLabel('Password').fill(ADMIN.password);
+    await w.page.getByRole('button', { name: 'Log in' }).click();
+    await w.page.getByRole('heading', { name: 'Bookmarked' }).waitFor();
+    assert.match(w.page.url(), new RegExp(`/dashboards/${d._id}$`));
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
+  }
+});
+
 recovery('given a dashboard open in edit mode, when it is deleted elsewhere and the user adds a widget, then the page says it is gone and leads back', async (ctx) => {
   const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Doomed' });
   const w = await openPage(ctx.browser, ctx.t.baseUrl);

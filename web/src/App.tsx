@@ -64,7 +64,7 @@ function Nav() {
           {link('/admin/groups', 'Groups')}
         </ul>
         <div className="user">
-          <NavLink to="/account">{s.user.username}</NavLink>
+          <NavLink to="/account">{s.user.username || 'Account'}</NavLink>
           <button type="button" onClick={logOut}>
             Log out
           </button>
@@ -86,12 +86,16 @@ function Expired() {
 
 export default function App() {
   const s = session.use();
-  const [ready, setReady] = useState(false);
+  // With a stored token the page starts at once (see `provisional`); restoring the session goes on beside it.
+  const [ready, setReady] = useState(() => session.get() !== null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     restore()
       .catch((e: unknown) => setError(describe(e, 'Restoring the session')))
-      .finally(() => setReady(true));
+      .finally(() => {
+        performance.mark('session-ready');
+        setReady(true);
+      });
   }, []);
   if (!ready) return <Loading />;
   if (!s)

@@ -4,7 +4,9 @@ import { BrowserRouter } from 'react-router';
 import App from './App';
 import './styles.css';
 import { startEarly } from './lib/early';
+import { provisional } from './lib/session';
 
+provisional();
 startEarly();
 
 // A failure nobody awaited is shown by the part of the page it belongs to; the console stays free of uncaught errors.

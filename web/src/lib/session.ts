@@ -110,15 +110,32 @@ export function logOut(): void {
   session.set(null);
 }
 
-/** Restores the session of a stored token; a token that no longer works is dropped. */
+/**
+ * A stored token is used at once, before its user and roles are read: the
+ * page starts loading its data in parallel. Until `restore` finishes, no
+ * permission is known, so no action the role check could refuse is offered.
+ */
+export function provisional(): boolean {
+  const token = localStorage.getItem(KEY);
+  const id = token && subjectOf(token);
+  if (!token || !id) return false;
+  session.set({ token, user: { id, username: '' }, permissions: {} });
+  return true;
+}
+
+/** Restores the session of a stored token; a token that no longer works is dropped (back to the login page). */
 export async function restore(): Promise<void> {
   const token = localStorage.getItem(KEY);
   if (!token) return;
   try {
-    session.set(await load(token));
+    const restored = await load(token);
+    // A login in the meantime (over an expired token) wins.
+    if (session.get()?.token === token) session.set(restored);
   } catch (error) {
-    if (error instanceof ApiError && (error.status === 401 || error.status === 404)) localStorage.removeItem(KEY);
-    else throw error;
+    if (error instanceof ApiError && (error.status === 401 || error.status === 404)) {
+      if (session.get()?.token === token) logOut();
+      else localStorage.removeItem(KEY);
+    } else throw error;
   }
 }
 

@@ -64,6 +64,7 @@ export default function DashboardPage() {
     try {
       const early = takeEarly(id) as Promise<Dashboard> | null;
       const d = (early && (await early.catch(() => null))) || (await get<Dashboard>(`/api/dashboards/${encodeURIComponent(id)}`));
+      performance.mark('dashboard-data');
       prefetch(deviceIdsIn(d.widgets.map((w) => w.settings)));
       setDash(d);
       setGone(false);
@@ -264,6 +265,9 @@ function Grid({ dash, editing, sizes, onLayout, onAction }: { dash: Dashboard; e
     [dash.widgets, editing, sizes],
   );
   const colWidth = (width - GRID.margin[0] * (GRID.cols - 1)) / GRID.cols;
+  useEffect(() => {
+    if (mounted) performance.mark('grid-mounted');
+  }, [mounted]);
   return (
     <div ref={containerRef} className="grid-box">
       {mounted && (
