@@ -30,20 +30,32 @@ interface Live {
 export function liveChannelRoutes(deps: Deps): Router {
   const router = Router();
 
-  const find = async (principal: Principal): Promise<Live | null> => {
-    const row = await deps.db
-      .selectFrom('channels')
-      .innerJoin('device_groups', 'device_groups.id', 'channels.device_group')
-      .select(['channels.id as channelId', 'device_groups.id as deviceGroupId'])
-      .where('channels.created_by', '=', principal.id)
-      .where('device_groups.created_by', '=', principal.id)
-      .where('channels.protocol', '=', 'mqtt')
-      .where(sql<boolean>`channels.doc->>'name' = ${LIVE_NAME} AND channels.doc->'mqtt'->>'recipient' = ${principal.id}`)
-      .orderBy('channels.created_at')
+  /**
+   * The user's live device group and its channel. They are created one after
+   * the other; a group left without its channel (a crash in between) is found
+   * here and completed by the next call, never duplicated.
+   */
+  const find = async (principal: Principal): Promise<{ groupId: string | null; channelId: string | null; devices: string[] }> => {
+    const group = await deps.db
+      .selectFrom('device_groups')
+      .select('id')
+      .where('created_by', '=', principal.id)
+      .where('name', '=', LIVE_NAME)
+      .orderBy('created_at')
+      .orderBy('id')
       .executeTakeFirst();
-    if (!row) return null;
-    const members = await deps.db.selectFrom('device_group_members').select('device_id').where('group_id', '=', row.deviceGroupId).orderBy('position').execute();
-    return { ...row, devices: members.map((m) => m.device_id) };
+    if (!group) return { groupId: null, channelId: null, devices: [] };
+    const channel = await deps.db
+      .selectFrom('channels')
+      .select('id')
+      .where('device_group', '=', group.id)
+      .where('created_by', '=', principal.id)
+      .where('protocol', '=', 'mqtt')
+      .where(sql<boolean>`doc->'mqtt'->>'recipient' = ${principal.id}`)
+      .orderBy('created_at')
+      .executeTakeFirst();
+    const members = await deps.db.selectFrom('device_group_members').select('device_id').where('group_id', '=', group.id).orderBy('position').execute();
+    return { groupId: group.id, channelId: channel?.id ?? null, devices: members.map((m) => m.device_id) };
   };
 
   const present = (principal: Principal, live: Live, refused: string[] = []) => ({
@@ -55,8 +67,8 @@ export function liveChannelRoutes(deps: Deps): Router {
   router.get('/api/live-channel', async (req, res) => {
     const principal = principalOf(req);
     const live = await find(principal);
-    if (!live) return res.status(404).type('text/plain').send('No live channel yet');
-    res.json(present(principal, live));
+    if (!live.groupId || !live.channelId) return res.status(404).type('text/plain').send('No live channel yet');
+    res.json(present(principal, { channelId: live.channelId, deviceGroupId: live.groupId, devices: live.devices }));
   });
 
   router.post('/api/live-channel/devices', async (req, res) => {
@@ -68,23 +80,28 @@ export function liveChannelRoutes(deps: Deps): Router {
       : new Set<string>();
     const refused = wanted.filter((id) => !readable.has(id));
     const context = requestContext(deps, req);
-    let live = await find(principal);
-    if (!live) {
-      const groupId = newResourceId();
-      const channelId = newResourceId();
-      const devices = [...readable].slice(-LIVE_MAX_DEVICES);
+    const live = await find(principal);
+    const created = !live.channelId;
+    let groupId = live.groupId;
+    let devices = live.devices;
+    if (!groupId) {
+      groupId = newResourceId();
+      devices = [...readable].slice(-LIVE_MAX_DEVICES);
       await write(deps, context, deviceGroupStream(groupId), deviceGroupDecider, { type: 'CreateDeviceGroup', id: groupId, name: LIVE_NAME, devices, createdBy: principal.id, at: context.now });
+    } else {
+      const added = [...readable].filter((id) => !devices.includes(id));
+      if (added.length) {
+        devices = [...devices, ...added].slice(-LIVE_MAX_DEVICES);
+        await write(deps, context, deviceGroupStream(groupId), deviceGroupDecider, { type: 'UpdateDeviceGroup', id: groupId, devices, at: context.now }, { retries: 3 });
+      }
+    }
+    let channelId = live.channelId;
+    if (!channelId) {
+      channelId = newResourceId();
       const body = { name: LIVE_NAME, deviceGroup: groupId, mqtt: { type: 'keycloakUser' as const, recipient: principal.id } };
       await write(deps, context, channelStream(channelId), channelDecider, { type: 'CreateChannel', id: channelId, createdBy: principal.id, body, at: context.now });
-      return res.status(201).json(present(principal, { channelId, deviceGroupId: groupId, devices }, refused));
     }
-    const added = [...readable].filter((id) => !live!.devices.includes(id));
-    if (added.length) {
-      const devices = [...live.devices, ...added].slice(-LIVE_MAX_DEVICES);
-      await write(deps, context, deviceGroupStream(live.deviceGroupId), deviceGroupDecider, { type: 'UpdateDeviceGroup', id: live.deviceGroupId, devices, at: context.now }, { retries: 3 });
-      live = { ...live, devices };
-    }
-    res.json(present(principal, live, refused));
+    res.status(created ? 201 : 200).json(present(principal, { channelId, deviceGroupId: groupId, devices }, refused));
   });
 
   return router;

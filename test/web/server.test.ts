@@ -68,11 +68,26 @@ server('given a viewer, when it adds devices to its live channel, then only the 
   assert.is((await t.call('GET', '/api/live-channel')).status, 404);
 });
 
+server('given a live device group left without its channel (a stop between the two writes), when devices are added, then that group gets its channel and nothing is duplicated', async ({ t }) => {
+  const group = await ok(t, 'POST', '/api/devicegroups', { name: 'live data (control panel)' });
+  assert.is((await t.call('GET', '/api/live-channel')).status, 404);
+  const device = await ok(t, 'POST', '/api/iotnodes', { name: 'watched' });
+  const first = await t.call('POST', '/api/live-channel/devices', { body: { devices: [device._id] } });
+  assert.is(first.status, 201, first.text);
+  assert.is(first.body.deviceGroupId, group._id);
+  assert.equal(first.body.devices, [device._id]);
+  const again = await ok(t, 'POST', '/api/live-channel/devices', { devices: [device._id] });
+  assert.equal([again.deviceGroupId, again.channelId], [group._id, first.body.channelId]);
+  assert.is((await ok(t, 'GET', '/api/devicegroups')).filter((g: any) => g.name === 'live data (control panel)').length, 1);
+  assert.is((await ok(t, 'GET', '/api/channels')).filter((c: any) => c.name === 'live data (control panel)').length, 1);
+});
+
 server('when the live-channel body is bad, then 422 names the field and nothing is created', async ({ t }) => {
-  const res = await t.call('POST', '/api/live-channel/devices', { body: { devices: ['not-an-id'] } });
+  const viewer = await givenUser(t, 'bad-live', ['viewerBasic']);
+  const res = await t.call('POST', '/api/live-channel/devices', { token: viewer.token, body: { devices: ['not-an-id'] } });
   assert.is(res.status, 422);
   assert.match(res.text, /^ERR - devices\.0 /);
-  assert.is((await t.call('GET', '/api/live-channel')).status, 404);
+  assert.is((await t.call('GET', '/api/live-channel', { token: viewer.token })).status, 404);
 });
 
 server('when a user asks for its scopes on a dashboard, then it gets what it holds, and 404 for one it cannot read', async ({ t }) => {
