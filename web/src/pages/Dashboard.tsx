@@ -1,4 +1,4 @@
-import { lazy, Suspense, useCallback, useEffect, useMemo, useRef, useState, type CSSProperties } from 'react';
+import { lazy, memo, Suspense, useCallback, useEffect, useMemo, useRef, useState, type CSSProperties } from 'react';
 import { useNavigate, useParams, useSearchParams } from 'react-router';
 import ReactGridLayout, { useContainerWidth, verticalCompactor, type Layout } from 'react-grid-layout';
 import 'react-grid-layout/css/styles.css';
@@ -123,17 +123,41 @@ export default function DashboardPage() {
   };
 
   // Widgets report when they show their first data; the page then marks itself ready (tests and the benchmark wait on it).
+  // Only the last report re-renders the page: a render per report would redraw every widget each time.
   const readySet = useRef(new Set<string>());
-  const [readyCount, setReadyCount] = useState(0);
-  const report = useCallback((wid: string) => {
-    if (readySet.current.has(wid)) return;
-    readySet.current.add(wid);
-    setReadyCount(readySet.current.size);
+  const dashRef = useRef<Dashboard | null>(null);
+  dashRef.current = dash;
+  const [allReady, setAllReady] = useState(false);
+  const checkReady = useCallback(() => {
+    const d = dashRef.current;
+    if (d && d.widgets.every((w) => readySet.current.has(w._id) || w._broken)) setAllReady(true);
   }, []);
-  const allReady = !!dash && dash.widgets.every((w) => readySet.current.has(w._id) || w._broken);
+  const report = useCallback(
+    (wid: string) => {
+      if (readySet.current.has(wid)) return;
+      readySet.current.add(wid);
+      checkReady();
+    },
+    [checkReady],
+  );
+  useEffect(checkReady, [dash, checkReady]);
   useEffect(() => {
     if (allReady) performance.mark('dashboard-ready');
-  }, [allReady, readyCount]);
+  }, [allReady]);
+
+  // Stable across renders, so the memoised widgets are not drawn again for nothing.
+  const handlers = useRef({ saveLayout, act, setDialog });
+  handlers.current = { saveLayout, act, setDialog };
+  const onLayout = useCallback((l: Layout) => handlers.current.saveLayout(l), []);
+  const onAction = useCallback(
+    (kind: 'edit' | 'duplicate' | 'delete', w: Widget) => {
+      const h = handlers.current;
+      if (kind === 'edit') h.setDialog({ kind: 'edit', widget: w });
+      if (kind === 'duplicate') void h.act('Duplicating the widget', () => api('POST', `/api/dashboards/${id}/widgets/${w._id}/duplicate`));
+      if (kind === 'delete' && confirm(`Delete this ${TEMPLATE_LABELS[w.template] ?? w.template} widget? This cannot be undone.`)) void h.act('Deleting the widget', () => api('DELETE', `/api/dashboards/${id}/widgets/${w._id}`));
+    },
+    [id],
+  );
 
   if (gone)
     return (
@@ -218,11 +242,7 @@ export default function DashboardPage() {
               ))}
           </div>
         ) : (
-          <Grid dash={dash} editing={editing} sizes={sizes} onLayout={saveLayout} onAction={(kind, w) => {
-            if (kind === 'edit') setDialog({ kind: 'edit', widget: w });
-            if (kind === 'duplicate') void act('Duplicating the widget', () => api('POST', `/api/dashboards/${id}/widgets/${w._id}/duplicate`));
-            if (kind === 'delete' && confirm(`Delete this ${TEMPLATE_LABELS[w.template] ?? w.template} widget? This cannot be undone.`)) void act('Deleting the widget', () => api('DELETE', `/api/dashboards/${id}/widgets/${w._id}`));
-          }} />
+          <Grid dash={dash} editing={editing} sizes={sizes} onLayout={onLayout} onAction={onAction} />
         )}
       </section>
       <Suspense fallback={null}>
@@ -265,6 +285,19 @@ function Grid({ dash, editing, sizes, onLayout, onAction }: { dash: Dashboard; e
     [dash.widgets, editing, sizes],
   );
   const colWidth = (width - GRID.margin[0] * (GRID.cols - 1)) / GRID.cols;
+  const layoutRef = useRef(layout);
+  layoutRef.current = layout;
+  const onKeyMove = useCallback(
+    (wid: string, dx: number, dy: number, dw: number, dh: number) =>
+      onLayout(
+        layoutRef.current.map((l) => {
+          if (l.i !== wid) return l;
+          const w = Math.min(GRID.cols, Math.max(l.minW ?? 1, l.w + dw));
+          return { ...l, w, h: Math.max(l.minH ?? 1, l.h + dh), x: Math.min(GRID.cols - w, Math.max(0, l.x + dx)), y: Math.max(0, l.y + dy) };
+        }),
+      ),
+    [onLayout],
+  );
   useEffect(() => {
     if (mounted) performance.mark('grid-mounted');
   }, [mounted]);
@@ -292,21 +325,7 @@ function Grid({ dash, editing, sizes, onLayout, onAction }: { dash: Dashboard; e
                   width={item.w * colWidth + (item.w - 1) * GRID.margin[0]}
                   height={pxHeight(item.h)}
                   onAction={onAction}
-                  onKeyMove={(dx, dy, dw, dh) =>
-                    onLayout(
-                      layout.map((l) =>
-                        l.i !== w._id
-                          ? l
-                          : {
-                              ...l,
-                              w: Math.min(GRID.cols, Math.max(l.minW ?? 1, l.w + dw)),
-                              h: Math.max(l.minH ?? 1, l.h + dh),
-                              x: Math.min(GRID.cols - Math.min(GRID.cols, Math.max(l.minW ?? 1, l.w + dw)), Math.max(0, l.x + dx)),
-                              y: Math.max(0, l.y + dy),
-                            },
-                      ),
-                    )
-                  }
+                  onKeyMove={onKeyMove}
                 />
               </div>
             );
@@ -320,7 +339,7 @@ function Grid({ dash, editing, sizes, onLayout, onAction }: { dash: Dashboard; e
 /** Arrow keys on a focused handle move the widget; with Shift they resize it. */
 const KEY_MOVES: Record<string, [number, number]> = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] };
 
-function WidgetFrame({ widget: w, dashboardId, editing, width, height, onAction, onKeyMove }: { widget: Widget; dashboardId: string; editing: boolean; width: number; height: number; onAction?: (kind: 'edit' | 'duplicate' | 'delete', w: Widget) => void; onKeyMove?: (dx: number, dy: number, dw: number, dh: number) => void }) {
+const WidgetFrame = memo(function WidgetFrame({ widget: w, dashboardId, editing, width, height, onAction, onKeyMove }: { widget: Widget; dashboardId: string; editing: boolean; width: number; height: number; onAction?: (kind: 'edit' | 'duplicate' | 'delete', w: Widget) => void; onKeyMove?: (id: string, dx: number, dy: number, dw: number, dh: number) => void }) {
   const Component = WIDGETS[w.template];
   const label = TEMPLATE_LABELS[w.template] ?? w.template;
   return (
@@ -337,8 +356,8 @@ function WidgetFrame({ widget: w, dashboardId, editing, width, height, onAction,
               const m = KEY_MOVES[e.key];
               if (!m) return;
               e.preventDefault();
-              if (e.shiftKey) onKeyMove?.(0, 0, m[0], m[1]);
-              else onKeyMove?.(m[0], m[1], 0, 0);
+              if (e.shiftKey) onKeyMove?.(w._id, 0, 0, m[0], m[1]);
+              else onKeyMove?.(w._id, m[0], m[1], 0, 0);
             }}
           >
             ⠿ {label}
@@ -377,7 +396,7 @@ function WidgetFrame({ widget: w, dashboardId, editing, width, height, onAction,
       </div>
     </article>
   );
-}
+});
 
 function ExportDialog({ id, onClose }: { id: string; onClose: () => void }) {
   const [text, setText] = useState<string | null>(null);

@@ -104,6 +104,7 @@ export function DeviceChart({ settings: s }: WidgetProps<ChartSettings & { devic
   const pairs = useMemo(() => [{ deviceId: s.deviceId, field: s.field }], [s.deviceId, s.field]);
   const [series] = useSeries(pairs, s);
   useReady(series!.status !== 'loading');
+  const config = useMemo(() => (series!.status === 'ok' ? lineConfig(s, [{ label: s.field, points: series!.points }], 'line', false) : null), [series, s]);
   if (device.status === 'noaccess' || series!.status === 'noaccess') return <NoAccess />;
   const name = device.status === 'ok' ? device.device.name : '';
   return (
@@ -111,7 +112,7 @@ export function DeviceChart({ settings: s }: WidgetProps<ChartSettings & { devic
       <Heading text={s.shouldShowHeading && name} sub={s.shouldShowSubheading && s.field} />
       {series!.status === 'error' && <ErrorText>{series!.message}</ErrorText>}
       {series!.status === 'ok' &&
-        (series!.points.length === 0 ? <p className="muted">No history of {s.field} in this period.</p> : <ChartCanvas label={`${s.field} of ${name} over time`} config={lineConfig(s, [{ label: s.field, points: series!.points }], 'line', false)} />)}
+        (series!.points.length === 0 ? <p className="muted">No history of {s.field} in this period.</p> : <ChartCanvas label={`${s.field} of ${name} over time`} config={config!} />)}
     </div>
   );
 }
@@ -119,10 +120,15 @@ export function DeviceChart({ settings: s }: WidgetProps<ChartSettings & { devic
 export function MultiDeviceChart({ settings: s }: WidgetProps<ChartSettings & { deviceFieldPairs: { deviceId: string; field: string }[]; shouldShowHeading: boolean; shouldShowLegend: boolean; chartType?: 'line' | 'area' | 'bar' | 'stackedBar' }>) {
   const series = useSeries(s.deviceFieldPairs, s);
   useReady(series.every((x) => x.status !== 'loading'));
-  const datasets = s.deviceFieldPairs.flatMap((p, i) => {
-    const x = series[i];
-    return x?.status === 'ok' ? [{ label: `${p.field} (${p.deviceId.slice(-6)})`, points: x.points }] : [];
-  });
+  const datasets = useMemo(
+    () =>
+      s.deviceFieldPairs.flatMap((p, i) => {
+        const x = series[i];
+        return x?.status === 'ok' ? [{ label: `${p.field} (${p.deviceId.slice(-6)})`, points: x.points }] : [];
+      }),
+    [series, s],
+  );
+  const config = useMemo(() => lineConfig(s, datasets, s.chartType ?? 'line', s.shouldShowLegend), [datasets, s]);
   const problems = s.deviceFieldPairs.flatMap((p, i) => {
     const x = series[i];
     if (x?.status === 'noaccess') return [`${p.deviceId}: no access`];
@@ -138,7 +144,7 @@ export function MultiDeviceChart({ settings: s }: WidgetProps<ChartSettings & { 
           {p}
         </p>
       ))}
-      {datasets.length > 0 && <ChartCanvas label="Fields of several devices over time" config={lineConfig(s, datasets, s.chartType ?? 'line', s.shouldShowLegend)} />}
+      {datasets.length > 0 && <ChartCanvas label="Fields of several devices over time" config={config} />}
     </div>
   );
 }
