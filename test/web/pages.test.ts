@@ -77,6 +77,13 @@ pages('when the device list is paged and filtered, then the count and the rows f
   for (const section of ['Downlink queue', 'Send a command']) await page.getByRole('heading', { name: section }).waitFor();
   await page.locator('.history canvas, .history .muted').first().waitFor();
   await screenshot(page, 'device');
+  // Access rights for admins: the device shared with a user in two clicks.
+  await page.getByRole('button', { name: 'Share' }).click();
+  const dialog = page.getByRole('dialog');
+  await dialog.getByRole('button', { name: 'User: newcomer' }).click();
+  await dialog.getByRole('button', { name: 'Give view access to newcomer' }).click();
+  await dialog.getByRole('status').filter({ hasText: 'newcomer can now see sensor 13.' }).waitFor();
+  await dialog.getByRole('button', { name: 'Close' }).click();
   assert.equal(admin.errors, []);
 });
 

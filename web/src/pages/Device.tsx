@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useState } from 'react';
+import { lazy, Suspense, useEffect, useMemo, useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { api, describe, get } from '../lib/api';
 import { load, useDevice } from '../lib/devices';
@@ -12,14 +12,18 @@ import { SchemaForm, apiErrors } from '../forms/SchemaForm';
 import type { ErrorSchema } from '@rjsf/utils';
 
 const INTERNAL = new Set(['_id', 'rabbitRouting', 'translatorPreferences']);
+const ShareDialog = lazy(() => import('./Share'));
 
 /** One device: its fields (live), history charts, downlink queue and commands, and its logs. */
 export default function DevicePage() {
   const { id = '' } = useParams();
   const state = useDevice(id);
   const [doc, setDoc] = useState<OpenApiDoc | null>(null);
+  const [scopes, setScopes] = useState<string[]>([]);
+  const [sharing, setSharing] = useState(false);
   useEffect(() => {
     openapi().then(setDoc, () => setDoc(null));
+    get<{ scope: string[] }>(`/api/access-rights/resource/${encodeURIComponent(id)}/mine`).then((r) => setScopes(r.scope), () => setScopes([]));
     // Read again now and then: a device deleted meanwhile shows as gone.
     const timer = setInterval(() => void load(id), 30_000);
     return () => clearInterval(timer);
@@ -40,8 +44,20 @@ export default function DevicePage() {
     <section aria-labelledby="device-title">
       <div className="page-head">
         <h1 id="device-title">{d.name}</h1>
-        <span className="muted">Last report {relativeTime(d.reportedAt)}</span>
+        <span className="row">
+          <span className="muted">Last report {relativeTime(d.reportedAt)}</span>
+          {scopes.includes('admin') && (
+            <button type="button" onClick={() => setSharing(true)}>
+              Share
+            </button>
+          )}
+        </span>
       </div>
+      {sharing && (
+        <Suspense fallback={null}>
+          <ShareDialog resourceId={id} resourceType="device" name={d.name} onClose={() => setSharing(false)} />
+        </Suspense>
+      )}
       <div className="cols">
         <div className="card">
           <h2>Fields</h2>
