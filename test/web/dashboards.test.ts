@@ -103,9 +103,14 @@ panel('when a device reports over MQTT, then its value on screen changes within 
   // The live channel carries the boiler once the dashboard showed it.
   const live = await ok(ctx.t, 'GET', '/api/live-channel');
   assert.ok(live.devices.includes(ctx.boiler._id));
+  const chartRead = page.waitForResponse((r) => r.url().includes('/stats?measurement=temperature'), { timeout: 1000 });
   const started = Date.now();
-  await publish(ctx.provider, TOPIC, { temperature: 42.25 });
+  await publish(ctx.provider, TOPIC, { temperature: 42.25, humidity: 55 });
   await value.filter({ hasText: '42.25' }).waitFor({ timeout: 1000 });
+  // The other value widgets follow too, and the charts read their history again.
+  for (const template of ['multiDeviceValue', 'dataTable', 'swimlane']) await page.locator(`.grid-item[data-template="${template}"] [data-value="55"]`).first().waitFor({ timeout: 1000 });
+  await page.locator('.grid-item[data-template="equalizer"]').getByText('55', { exact: true }).waitFor({ timeout: 1000 });
+  await chartRead;
   const elapsed = Date.now() - started;
   assert.ok(elapsed < 1000, `${elapsed} ms`);
   assert.equal(ctx.admin.errors, []);
