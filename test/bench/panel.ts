@@ -77,7 +77,7 @@ try {
     phases.push((await page.evaluate("Object.fromEntries(['session-ready', 'dashboard-data', 'grid-mounted', 'dashboard-ready'].map((n) => [n, Math.round(performance.getEntriesByName(n)[0]?.startTime ?? -1)]))")) as Record<string, number>);
     jsBytes.push(Number(await page.evaluate("performance.getEntriesByType('resource').filter((r) => r.name.endsWith('.js')).reduce((s, r) => s + r.encodedBodySize, 0)")));
     // Live: once the subscription is up, a report reaches the screen.
-    await page.waitForFunction("!document.querySelector('.banner')", undefined, { timeout: 10_000 });
+    await page.locator('html[data-live="online"]').waitFor({ timeout: 10_000 });
     const value = 1000 + round;
     const shown = page.locator(`.grid-item[data-template="deviceValue"] [data-value="${value}"]`).first();
     await page.waitForTimeout(200);

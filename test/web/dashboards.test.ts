@@ -101,6 +101,7 @@ panel('when a device reports over MQTT, then its value on screen changes within 
   const value = page.locator('.grid-item[data-template="deviceValue"] [data-value]');
   await value.filter({ hasText: '21.5' }).waitFor();
   // The live channel carries the boiler once the dashboard showed it.
+  await page.locator('html[data-live="online"]').waitFor();
   const live = await ok(ctx.t, 'GET', '/api/live-channel');
   assert.ok(live.devices.includes(ctx.boiler._id));
   const chartRead = page.waitForResponse((r) => r.url().includes('/stats?measurement=temperature'), { timeout: 1000 });

@@ -178,12 +178,14 @@ recovery('given a live dashboard, when the connection to the broker drops, then 
     await w.page.goto(`/dashboards/${d._id}`);
     const value = w.page.locator('.grid-item [data-value]');
     await value.filter({ hasText: '100' }).waitFor();
+    await w.page.locator('html[data-live="online"]').waitFor();
     await publish(ctx.provider, TOPIC, { power: 101 });
     await value.filter({ hasText: '101' }).waitFor();
     await w.page.evaluate('window.__sockets.forEach((s) => s.close())');
     await w.page.getByRole('status').filter({ hasText: 'Live updates are interrupted' }).waitFor();
     await screenshot(w.page, 'live-interrupted');
     await w.page.getByRole('status').filter({ hasText: 'Live updates are interrupted' }).waitFor({ state: 'detached', timeout: 15_000 });
+    await w.page.locator('html[data-live="online"]').waitFor();
     await publish(ctx.provider, TOPIC, { power: 102 });
     await value.filter({ hasText: '102' }).waitFor({ timeout: 5000 });
     assert.equal(w.errors, []);

@@ -13,6 +13,10 @@ import { applyLive, load, reloadAll, type Device } from './devices';
  */
 export type LiveStatus = { state: 'off' | 'connecting' | 'online' } | { state: 'down'; message: string };
 export const liveStatus = createStore<LiveStatus>({ state: 'off' });
+// On the page too (`<html data-live="online">`), for tools that wait for live data.
+liveStatus.subscribe(() => {
+  document.documentElement.dataset.live = liveStatus.get().state;
+});
 
 const wanted = new Set<string>();
 const pending = new Set<string>();
