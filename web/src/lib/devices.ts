@@ -32,13 +32,20 @@ function put(id: string, state: DeviceState): void {
   notify(id);
 }
 
-/** Fetches a device (once at a time) into the cache. */
-export function load(id: string): Promise<void> {
+const stamp = (d: Device) => Date.parse(String(d.updatedAt ?? '')) || 0;
+
+/** Fetches a device (once at a time) into the cache; `fresh` waits out a read in flight and reads again. */
+export function load(id: string, fresh = false): Promise<void> {
   let p = inflight.get(id);
-  if (p) return p;
+  if (p) return fresh ? p.then(() => load(id)) : p;
   p = get<Device>(`/api/iotnodes/${encodeURIComponent(id)}`)
     .then(
-      (device) => put(id, { status: 'ok', device }),
+      (device) => {
+        // A read that was sent before a live change arrived must not undo it.
+        const current = states.get(id);
+        if (current?.status === 'ok' && stamp(current.device) > stamp(device)) return;
+        put(id, { status: 'ok', device });
+      },
       (error) => put(id, error instanceof ApiError && error.status === 404 ? { status: 'noaccess' } : { status: 'error', message: describe(error, 'Reading the device') }),
     )
     .finally(() => inflight.delete(id));
@@ -47,7 +54,7 @@ export function load(id: string): Promise<void> {
 }
 
 /** Reloads every device in the cache (after the live connection was down). */
-export const reloadAll = () => Promise.all([...states.keys()].map(load));
+export const reloadAll = () => Promise.all([...states.keys()].map((id) => load(id, true)));
 
 export function deviceState(id: string): DeviceState {
   return states.get(id) ?? { status: 'loading' };

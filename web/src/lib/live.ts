@@ -56,7 +56,7 @@ async function flush(): Promise<void> {
   try {
     await api('POST', '/api/live-channel/devices', { body: { devices } });
     // A report between the first read and the channel taking the device is caught by reading it again.
-    await Promise.all(devices.map(load));
+    await Promise.all(devices.map((id) => load(id, true)));
   } catch (error) {
     for (const id of devices) wanted.delete(id);
     liveStatus.set({ state: 'down', message: describe(error, 'Starting live updates') });
