@@ -182,6 +182,8 @@ function CreateDialog({ section, doc, onClose, onCreated }: { section: Section; 
         </>
       ) : !schema ? (
         <p className="muted">This platform takes no new {section.title.toLowerCase()}.</p>
+      ) : !choices ? (
+        <Loading what="Preparing the form" />
       ) : (
         <>
           <ErrorText>{error}</ErrorText>
