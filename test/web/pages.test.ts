@@ -113,6 +113,28 @@ pages('when a fence is drawn on the map and saved, then it is stored counter-clo
   assert.equal(ctx.admin.errors, []);
 });
 
+pages('given a map widget with fence drawing on, when a fence is drawn in it, then it is saved, and its view can be kept', async (ctx) => {
+  const { page } = ctx.admin;
+  const before = (await ok(ctx.t, 'GET', '/api/geofences')).length;
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Site map', widgets: [{ x: 0, y: 0, width: 16, height: 14, template: 'map', settings: { createGeofenceEnabled: true, viewId: 'site' } }] });
+  await page.goto(`/dashboards/${d._id}`);
+  await page.locator('.dashboard[data-ready="true"]').waitFor();
+  const map = page.getByRole('region', { name: 'Devices map' });
+  const tool = page.locator('.grid-item .leaflet-pm-icon-polygon');
+  await tool.waitFor();
+  const box = (await map.boundingBox())!;
+  const [cx, cy] = [box.x + box.width / 2, box.y + box.height / 2];
+  await tool.click();
+  for (const [dx, dy] of [[-40, -40], [40, -40], [40, 40], [-40, 40], [-40, -40]]) await page.mouse.click(cx + dx!, cy + dy!);
+  await page.getByRole('status').filter({ hasText: 'The fence is saved.' }).waitFor();
+  assert.is((await ok(ctx.t, 'GET', '/api/geofences')).length, before + 1);
+  await page.getByRole('button', { name: 'Save view' }).click();
+  await page.getByRole('status').filter({ hasText: 'The view is saved in this browser.' }).waitFor();
+  assert.ok(await page.evaluate("localStorage.getItem('panel.mapView.site') !== null"));
+  await screenshot(page, 'map-widget-fence');
+  assert.equal(ctx.admin.errors, []);
+});
+
 pages('when a translator is uploaded, then a bad version is refused next to its field, and a good one is listed with the devices it runs on', async (ctx) => {
   const { page } = ctx.admin;
   await page.getByRole('link', { name: 'Translators' }).click();

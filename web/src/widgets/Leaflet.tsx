@@ -1,6 +1,9 @@
 import { useEffect, useRef, type MutableRefObject } from 'react';
 import L from 'leaflet';
 import 'leaflet/dist/leaflet.css';
+// Geoman hooks into every map and layer it sees, so it is loaded before any map is made.
+import '@geoman-io/leaflet-geoman-free';
+import '@geoman-io/leaflet-geoman-free/dist/leaflet-geoman.css';
 import { tileUrl } from '../lib/settings';
 
 /**

@@ -1,9 +1,10 @@
 import { useEffect, useRef, useState } from 'react';
 import L from 'leaflet';
-import { describe, get } from '../lib/api';
+import { api, describe, get } from '../lib/api';
+import { ringOf } from '../lib/geo';
 import { onChange, useDevices, valueAt, type Device } from '../lib/devices';
 import { formatValue, thresholdColor, type Threshold } from '../lib/format';
-import { mapView } from '../lib/settings';
+import { mapView, saveMapView } from '../lib/settings';
 import { ErrorText } from '../components/ui';
 import { deviceMarker, fenceLayer, lngLatOf, useLeaflet, type Fence } from './Leaflet';
 import { deviceProblem, NoAccess, settled, useImage, useReady, type WidgetProps } from './common';
@@ -56,19 +57,43 @@ export function Geomap({ settings: s }: WidgetProps<{ devices: { deviceId: strin
   );
 }
 
-/** The user's devices and geofences on a map, with an optional overlay image. */
+/**
+ * The user's devices and geofences on a map, with an optional overlay image.
+ * `viewId` names a view the panel keeps in this browser ("Save view");
+ * `createGeofenceEnabled` adds the polygon tool, and a drawn fence is saved.
+ */
 export function DeviceMapWidget({ settings: s }: WidgetProps<{ viewId?: string; imageId?: string; createGeofenceEnabled?: boolean }>) {
   const box = useRef<HTMLDivElement>(null);
   const map = useLeaflet(box);
   const [devices, setDevices] = useState<Device[] | null>(null);
   const [fences, setFences] = useState<Fence[]>([]);
   const [error, setError] = useState<string | null>(null);
+  const [note, setNote] = useState<string | null>(null);
   const overlay = useImage(s.imageId);
   useReady(devices !== null || error !== null);
+  const loadFences = () => get<Fence[]>('/api/geofences').then(setFences, () => setFences([]));
   useEffect(() => {
     get<Device[]>(`/api/iotnodes?${new URLSearchParams({ limit: '1000', fields: 'name,lnglat' })}`).then(setDevices, (e) => setError(describe(e, 'Listing devices')));
-    get<Fence[]>('/api/geofences').then(setFences, () => setFences([]));
+    void loadFences();
   }, []);
+  useEffect(() => {
+    const m = map.current;
+    if (!m || !s.createGeofenceEnabled) return;
+    const onCreate = (e: { layer: L.Polygon }) => {
+      const ring = ringOf(e.layer.getLatLngs()[0] as L.LatLng[]);
+      e.layer.remove();
+      api('POST', '/api/geofences', { body: { fence: { type: 'Polygon', coordinates: [ring] } } }).then(
+        () => (setNote('The fence is saved.'), void loadFences()),
+        (err) => setError(describe(err, 'Saving the fence')),
+      );
+    };
+    m.pm.addControls({ position: 'topleft', drawPolygon: true, drawMarker: false, drawCircleMarker: false, drawPolyline: false, drawRectangle: false, drawCircle: false, drawText: false, editMode: false, dragMode: false, cutPolygon: false, removalMode: false, rotateMode: false });
+    m.on('pm:create', onCreate as never);
+    return () => {
+      m.off('pm:create', onCreate as never);
+      m.pm.removeControls();
+    };
+  }, [s.createGeofenceEnabled]);
   useEffect(() => {
     const m = map.current;
     if (!m || !devices) return;
@@ -88,9 +113,26 @@ export function DeviceMapWidget({ settings: s }: WidgetProps<{ viewId?: string; 
       image?.remove();
     };
   }, [devices, fences, overlay.url, s.viewId]);
+  const saveView = () => {
+    const m = map.current;
+    if (!m || !s.viewId) return;
+    const c = m.getCenter();
+    saveMapView(s.viewId, { center: [c.lat, c.lng], zoom: m.getZoom() });
+    setNote('The view is saved in this browser.');
+  };
   return (
     <div className="w-fill">
       <ErrorText>{error}</ErrorText>
+      {(note || s.viewId) && (
+        <div className="row small">
+          {s.viewId && (
+            <button type="button" className="small" onClick={saveView}>
+              Save view
+            </button>
+          )}
+          {note && <span role="status">{note}</span>}
+        </div>
+      )}
       <div ref={box} className="map-box" role="region" aria-label="Devices map" />
     </div>
   );
