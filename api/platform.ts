@@ -44,6 +44,8 @@ import { GeofenceTracking } from '../reactors/geofences/tracking.js';
 import { MqttOutput } from '../reactors/channels/mqtt.js';
 import { HttpChannels } from '../reactors/channels/http.js';
 import { CommandDelivery } from '../reactors/commands/delivery.js';
+import { panelRoutes } from './web.js';
+import { liveChannelRoutes } from './channels/live.js';
 
 export interface Platform {
   deps: Deps;
@@ -124,7 +126,8 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     const openapi = loadOpenApi();
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      panel: panelRoutes(),
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),

@@ -18,6 +18,8 @@ import { parseSemver } from '../../domain/translators/semver.js';
 import { exampleInputProblem, exampleUplink, firstDifference, isTranslatorError, type Entries, type ExampleInput, type Sandbox } from '../../sandbox/index.js';
 import type { TranslatorsTable } from '../../projections/translators.js';
 import type { Translation } from '../../ingest/translate.js';
+import { readableBy } from '../access.js';
+import { principalOf } from '../http.js';
 
 type Body = Partial<TranslatorFields> & Pick<TranslatorFields, 'name' | 'version' | 'spec' | 'code'>;
 
@@ -166,6 +168,18 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
     const row = await deps.db.selectFrom('translators').selectAll().where('id', '=', req.params.id as string).executeTakeFirst();
     if (!row) throw new NotFoundError(TRANSLATOR_NOT_FOUND);
     res.json(present(row, true));
+  });
+
+  /** The devices the caller can read whose preferences or model name resolve to this version. */
+  router.get('/api/translators/:id/devices', async (req, res) => {
+    const id = req.params.id as string;
+    const row = await deps.db.selectFrom('translators').select('id').where('id', '=', id).executeTakeFirst();
+    if (!row) throw new NotFoundError(TRANSLATOR_NOT_FOUND);
+    const users = translation.usersOf(id);
+    const devices = users.length
+      ? await deps.db.selectFrom('devices').select(['id', 'name']).where('id', 'in', users).where(readableBy(principalOf(req), 'devices.id')).orderBy('name').orderBy('id').execute()
+      : [];
+    res.json(devices.map((d) => ({ _id: d.id, name: d.name })));
   });
 
   router.delete('/api/translators/:id', async (req, res) => {
