@@ -77,6 +77,13 @@ it('when a connector is created, then its API key is never returned and its webh
   const tts = integrations.find((i) => i.name === 'TheThingsStack')!;
   assert.is(tts.available, true);
   assert.is(tts.webhook, '/api/integrations/the-things-stack/{connectorId}');
+  for (const [field, value] of [['applicationId', 'Greenhouse App'], ['webhookId', 'a'], ['apiKey', '']] as const) {
+    const bad = await t.call('POST', '/api/connectors', { body: { name: 'bad', integration: 'TheThingsStack', theThingsStack: { url: 'https://eu1.cloud.thethings.network', apiKey: API_KEY, applicationId: APP, webhookId: WEBHOOK, [field]: value } } });
+    assert.is(bad.status, 422, `${field}: ${bad.text}`);
+    assert.match(bad.text, new RegExp(`^ERR - theThingsStack\\.${field} `));
+  }
+  const missing = await t.call('POST', '/api/connectors', { body: { name: 'bad', integration: 'TheThingsStack', theThingsStack: { url: 'https://eu1.cloud.thethings.network', apiKey: API_KEY, applicationId: APP } } });
+  assert.is(missing.status, 422, missing.text);
 });
 
 it("when the webhook posts an uplink_message, then the device's translator decodes it into fields and history, with the radio metadata", async ({ t, tts, device }) => {
@@ -274,7 +281,7 @@ it('when the API key is wrong, then 502 with The Things Stack\'s message and the
 });
 
 it("when a downlink event carries another connector's command, then that command is untouched and the call is logged", async ({ t, tts, connector }) => {
-  const other = await t.call('POST', '/api/connectors', { body: { name: 'other application', integration: 'TheThingsStack', theThingsStack: { url: tts.url, apiKey: API_KEY, applicationId: APP, webhookId: WEBHOOK } } });
+  const other = await t.call('POST', '/api/connectors', { body: { name: 'other application', integration: 'TheThingsStack', theThingsStack: { url: `${tts.url}/api/v3`, apiKey: API_KEY, applicationId: APP, webhookId: WEBHOOK } } });
   const node = await t.call('POST', '/api/iotnodes', { body: { name: 'other node', connector: other.body._id, devEui: OTHER_EUI } });
   const res = await sendDownlink(t, node.body._id, { fPort: 9, payloadHex: '09' });
   assert.is(res.status, 202, res.text);

@@ -139,7 +139,8 @@ export const ttsDeviceId = (request: Pick<CommandRequest, 'devEui' | 'networkDev
 
 function apiOf(connector: ConnectorInfo, request: CommandRequest) {
   const settings = settingsOf(connector, 'theThingsStack');
-  const base = String(settings.url ?? '').replace(/\/+$/, '');
+  // The cluster's address, with or without the API's `/api/v3`.
+  const base = String(settings.url ?? '').replace(/\/+$/, '').replace(/\/api\/v3$/, '');
   const app = encodeURIComponent(String(settings.applicationId ?? ''));
   const webhook = encodeURIComponent(String(settings.webhookId ?? ''));
   const device = encodeURIComponent(ttsDeviceId(request));
