@@ -92,9 +92,15 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
         case 'downlinkSent':
         case 'downlinkAcked':
         case 'downlinkFailed': {
-          const commandId = event.commandId ?? (event.networkItemId ? (await deps.db.selectFrom('commands').select('id').where('connector_id', '=', connector.id).where('network_item_id', '=', event.networkItemId).executeTakeFirst())?.id : undefined);
+          // A command id the network server carries back must still name a command of this connector.
+          const commands = deps.db.selectFrom('commands').select('id').where('connector_id', '=', connector.id);
+          const commandId = event.commandId
+            ? (await commands.where('id', '=', event.commandId).executeTakeFirst())?.id
+            : event.networkItemId
+              ? (await commands.where('network_item_id', '=', event.networkItemId).executeTakeFirst())?.id
+              : undefined;
           if (!commandId) {
-            log(`Downlink event for ${named} ignored: no command of this connector has queue item ${event.networkItemId ?? '(none given)'}`, 'info', 'command');
+            log(`Downlink event for ${named} ignored: no command of this connector has ${event.commandId ? `id ${event.commandId}` : `queue item ${event.networkItemId ?? '(none given)'}`}`, 'info', 'command');
             break;
           }
           const outcome: Exclude<CommandEvent, { type: 'CommandRequested' }> =

@@ -117,7 +117,10 @@ export async function callApi(url: string, init: RequestInit, timeoutMs: number)
     res = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
   } catch (err) {
     const timedOut = (err as Error).name === 'TimeoutError';
-    throw new Unreachable(timedOut ? `no answer from ${new URL(url).origin} within ${timeoutMs} ms` : `${new URL(url).origin} cannot be reached: ${(err as Error).message}`, timedOut);
+    // Only a connection that was never made proves the request did not arrive; a reset or a time-out may follow a request the server took.
+    const code = ((err as { cause?: { code?: unknown } }).cause?.code ?? '') as string;
+    const notSent = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code);
+    throw new Unreachable(timedOut ? `no answer from ${new URL(url).origin} within ${timeoutMs} ms` : `${new URL(url).origin} cannot be reached: ${(err as Error).message}${code ? ` (${code})` : ''}`, !notSent);
   }
   const text = await res.text().catch(() => '');
   let body: unknown = null;
