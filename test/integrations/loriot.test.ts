@@ -51,6 +51,8 @@ lo('when a connector is created, then its token is never returned, its webhook s
   assert.is(read.body.loriot.applicationId, APPID.toLowerCase());
   assert.not.ok(read.text.includes(TOKEN));
   assert.not.ok(read.text.includes(connector.webhookSecret));
+  const listed = (await t.call('GET', '/api/integrations')).body.find((i: { name: string }) => i.name === 'Loriot');
+  assert.equal([listed.available, listed.webhook, listed.writeOnlySettings], [true, '/api/integrations/loriot/{connectorId}', ['loriot.token']]);
   for (const loriot of [{ url: 'https://eu1.loriot.io', token: 'x' }, { url: 'https://eu1.loriot.io', applicationId: 'BE7A01', token: 'x' }, { url: 'https://eu1.loriot.io', applicationId: APPID }]) {
     const bad = await t.call('POST', '/api/connectors', { body: { name: 'incomplete', integration: 'Loriot', loriot } });
     assert.is(bad.status, 422, JSON.stringify(loriot));

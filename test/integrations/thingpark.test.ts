@@ -53,6 +53,8 @@ tp('when a connector is created, then its client secret is never returned, its w
   assert.is(read.body.thingPark.clientId, CLIENT_ID);
   assert.not.ok(read.text.includes(CLIENT_SECRET));
   assert.not.ok(read.text.includes(connector.webhookSecret));
+  const listed = (await t.call('GET', '/api/integrations')).body.find((i: { name: string }) => i.name === 'ThingPark');
+  assert.equal([listed.available, listed.webhook, listed.writeOnlySettings], [true, '/api/integrations/thingpark/{connectorId}', ['thingPark.clientSecret']]);
   for (const thingPark of [{ url: 'https://dx-api.thingpark.com', clientSecret: 'x' }, { url: 'ftp://dx-api.thingpark.com', clientId: 'a', clientSecret: 'x' }, { url: 'https://dx-api.thingpark.com', clientId: 'a', clientSecret: 'x', asKey: 'y' }]) {
     const bad = await t.call('POST', '/api/connectors', { body: { name: 'incomplete', integration: 'ThingPark', thingPark } });
     assert.is(bad.status, 422, JSON.stringify(thingPark));
