@@ -7,7 +7,7 @@ import { commandDecider, commandStream, type CommandEvent } from '../../domain/c
 import type { ConnectorInfo } from '../../ingest/registry.js';
 import type { Ingest } from '../../ingest/index.js';
 import { moduleOfWebhook } from '../../reactors/integrations/index.js';
-import type { InboundEvent } from '../../reactors/integrations/types.js';
+import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest();
 
@@ -93,28 +93,41 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
         case 'downlinkAcked':
         case 'downlinkFailed': {
           // A command id the network server carries back must still name a command of this connector.
-          const commands = deps.db.selectFrom('commands').select('id').where('connector_id', '=', connector.id);
-          const commandId = event.commandId
-            ? (await commands.where('id', '=', event.commandId).executeTakeFirst())?.id
+          const mine = deps.db.selectFrom('commands').select('id').where('connector_id', '=', connector.id);
+          const candidates = event.commandId
+            ? (await mine.where('id', '=', event.commandId).execute()).map((r) => r.id)
             : event.networkItemId
-              ? (await commands.where('network_item_id', '=', event.networkItemId).executeTakeFirst())?.id
-              : undefined;
-          if (!commandId) {
-            log(`Downlink event for ${named} ignored: no command of this connector has ${event.commandId ? `id ${event.commandId}` : `queue item ${event.networkItemId ?? '(none given)'}`}`, 'info', 'command');
-            break;
-          }
-          const outcome: Exclude<CommandEvent, { type: 'CommandRequested' }> =
-            event.type === 'downlinkSent'
-              ? { type: 'DownlinkSent', data: { id: commandId, at: now, ...(event.fCntDown !== undefined ? { fCntDown: event.fCntDown } : {}), ...(event.gatewayId ? { gatewayId: event.gatewayId } : {}) } }
-              : event.type === 'downlinkAcked'
-                ? { type: 'DownlinkAcked', data: { id: commandId, at: now } }
-                : { type: 'DownlinkFailed', data: { id: commandId, at: now, reason: event.reason ?? 'failed at the network server', ...(event.expired ? { expired: true } : {}) } };
+              ? (await mine.where('network_item_id', '=', event.networkItemId).execute()).map((r) => r.id)
+              : event.match
+                ? await downlinksMatching(deps, connector.id, deviceId, event.match)
+                : [];
           const context = { actor: `connector:${connector.id}`, correlationId: req.id, now };
-          try {
-            const handled = await handle(deps.store, commandStream(commandId), commandDecider, { type: 'RecordOutcome', event: outcome }, context, { retries: 5 });
-            if (handled.result) stored++;
-          } catch (error) {
-            if (!(error instanceof NotFoundError)) throw error;
+          let recorded = false;
+          // The first candidate whose stream takes the event: one another event already moved changes nothing, so the next is tried.
+          for (const commandId of candidates) {
+            const outcome: Exclude<CommandEvent, { type: 'CommandRequested' }> =
+              event.type === 'downlinkSent'
+                ? { type: 'DownlinkSent', data: { id: commandId, at: now, ...(event.fCntDown !== undefined ? { fCntDown: event.fCntDown } : {}), ...(event.gatewayId ? { gatewayId: event.gatewayId } : {}) } }
+                : event.type === 'downlinkAcked'
+                  ? { type: 'DownlinkAcked', data: { id: commandId, at: now } }
+                  : { type: 'DownlinkFailed', data: { id: commandId, at: now, reason: event.reason ?? 'failed at the network server', ...(event.expired ? { expired: true } : {}) } };
+            try {
+              const handled = await handle(deps.store, commandStream(commandId), commandDecider, { type: 'RecordOutcome', event: outcome }, context, { retries: 5 });
+              if (handled.result) {
+                stored++;
+                recorded = true;
+                break;
+              }
+            } catch (error) {
+              if (!(error instanceof NotFoundError)) throw error;
+            }
+            if (!event.match) break;
+          }
+          if (!candidates.length) {
+            const which = event.commandId ? `id ${event.commandId}` : event.networkItemId ? `queue item ${event.networkItemId}` : event.match ? describeMatch(event.match) : 'queue item (none given)';
+            log(`Downlink event for ${named} ignored: no command of this connector has ${which}`, 'info', 'command');
+          } else if (!recorded && event.match) {
+            log(`Downlink event for ${named} changed nothing: ${describeMatch(event.match)} had already moved past it`, 'info', 'command');
           }
           break;
         }
@@ -132,3 +145,28 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
 
   return router;
 }
+
+/**
+ * The device's downlinks a network server's event without an item id may
+ * mean, likeliest first: for a sent or failed report, its queued ones with the
+ * port and payload the report gives, oldest first (a queue is sent in order);
+ * for an uplink's ACK bit, its confirmed ones sent, latest first, then those
+ * still queued (the report of their sending may be late or lost).
+ */
+async function downlinksMatching(deps: Deps, connectorId: string, deviceId: string, match: DownlinkMatch): Promise<string[]> {
+  const base = deps.db.selectFrom('commands').select('id').where('connector_id', '=', connectorId).where('device_id', '=', deviceId).where('kind', '=', 'queue');
+  if ('lastConfirmed' in match) {
+    const sent = await base.where('status', '=', 'sent').where('confirmed', '=', true).orderBy('requested_at', 'desc').orderBy('id', 'desc').limit(10).execute();
+    const queued = await base.where('status', '=', 'queued').where('confirmed', '=', true).orderBy('requested_at', 'asc').orderBy('id', 'asc').limit(10).execute();
+    return [...sent, ...queued].map((r) => r.id);
+  }
+  let query = base.where('status', '=', 'queued');
+  if (match.queued.fPort !== undefined) query = query.where('f_port', '=', match.queued.fPort);
+  if (match.queued.hex !== undefined) query = query.where('hex', '=', match.queued.hex);
+  return (await query.orderBy('requested_at', 'asc').orderBy('id', 'asc').limit(20).execute()).map((r) => r.id);
+}
+
+const describeMatch = (match: DownlinkMatch): string =>
+  'lastConfirmed' in match
+    ? 'a confirmed downlink sent or queued'
+    : `a queued downlink${match.queued.fPort !== undefined ? ` on port ${match.queued.fPort}` : ''}${match.queued.hex !== undefined ? ` with payload ${match.queued.hex.slice(0, 64)}` : ''}`;

@@ -1,6 +1,6 @@
 import type { Decider } from '../shared/decider.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
-import { API_CALL, COMMANDS, DEV_EUI, kindOf, normalizeDevEui, type CommandKind, type IntegrationName } from '../integrations/catalog.js';
+import { API_CALL, COMMANDS, DEV_EUI, UNAVAILABLE, kindOf, normalizeDevEui, type CommandKind, type IntegrationName } from '../integrations/catalog.js';
 
 /**
  * A command to a device or a connector, on its own stream `command-<id>`.
@@ -125,6 +125,11 @@ export function requestOf(input: Omit<CommandRequest, 'kind' | 'downlink' | 'pub
     throw ValidationError.field('command', `is not a command of the ${input.integration} integration; ${known.length ? `it takes ${known.join(', ')}` : 'it takes no commands'}`);
   }
   const kind = kindOf(spec, input.data);
+  const unavailable = UNAVAILABLE[input.integration]?.[kind];
+  if (unavailable) {
+    const call = input.command === API_CALL;
+    throw ValidationError.field(call ? 'data.callName' : 'command', `${call ? String(input.data.callName) : input.command} is not available with the ${input.integration} integration: ${unavailable}`);
+  }
   const request: CommandRequest = { ...input, kind };
   if (input.command === API_CALL) checkCallDevEui(input.data, input.devEui);
   if (kind === 'queue') request.downlink = downlinkOf(input.command, input.data, extra.encoded);

@@ -55,6 +55,19 @@ export const COMMANDS: Record<IntegrationName, Record<string, CommandSpec>> = {
   GenericHttp: {},
 };
 
+/**
+ * The kinds of command an integration's network server has no API for, and
+ * why: such a command is refused (422) before it is stored, rather than
+ * failing at the network server.
+ */
+export const UNAVAILABLE: Partial<Record<IntegrationName, Partial<Record<CommandKind, string>>>> = {
+  Loriot: { read: "LORIOT's API has no read of a device's downlink queue" },
+  ThingPark: {
+    read: "ThingPark's DX API has no read of a device's downlink queue",
+    flush: "ThingPark's DX API empties a device's queue only while it queues a new downlink",
+  },
+};
+
 /** The kind of a command with its data: `apiCall` takes its kind from `data.callName`. */
 export function kindOf(spec: CommandSpec, data: Record<string, unknown>): CommandKind {
   if (spec.dataSchema === 'ApiCallData') return API_CALLS[String(data.callName)] ?? spec.kind;

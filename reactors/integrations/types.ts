@@ -56,6 +56,8 @@ export type InboundEvent =
       networkItemId?: string;
       /** The platform's command id, where the network server carries it back (The Things Stack's correlation ids). */
       commandId?: string;
+      /** Where the network server names neither, which of the device's downlinks it means: see `DownlinkMatch`. */
+      match?: DownlinkMatch;
       reason?: string;
       expired?: boolean;
       fCntDown?: number;
@@ -65,6 +67,14 @@ export type InboundEvent =
   | { type: 'note'; device: DeviceRef; level: 'info' | 'warning' | 'error'; category: 'status' | 'command' | 'system'; message: string }
   /** An event the platform has no use for (a kind the network server sends that is not handled); answered 200 and not stored. */
   | { type: 'ignored'; why: string };
+
+/**
+ * A downlink told by what it is rather than by an id: the device's oldest one
+ * still queued with this port and payload, where the server tells them (a
+ * queue is sent in order: LORIOT's `txd`, ThingPark's `DevEUI_downlink_Sent`);
+ * or its latest confirmed one sent, which an uplink's ACK bit acknowledges.
+ */
+export type DownlinkMatch = { queued: { fPort?: number; hex?: string } } | { lastConfirmed: true };
 
 export interface WebhookAdapter {
   /** The path segment of its webhook: `chirpstack`, `the-things-stack`, `http`, … */
