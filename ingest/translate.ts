@@ -9,6 +9,7 @@ import { preferencesOf, resolveModel, resolvePreference, type Candidate, type Tr
 import { parseSemver } from '../domain/translators/semver.js';
 import { isTranslatorError, type EncodedData, type FieldMap, type Program, type Sandbox, type Translation as Decoding, type TranslatorSpec, type UnmappedPolicy } from '../sandbox/index.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
+import { ValidationError } from '../domain/shared/errors.js';
 import type { Database } from '../projections/database.js';
 import type { Projection } from '../projections/runner.js';
 import { LogWriter } from '../domain/logs/writer.js';
@@ -178,6 +179,27 @@ export class Translation implements Decoder {
       if (chain.decoder?.translator.id === translatorId || chain.chained.some((l) => l.translator.id === translatorId)) users.push(id);
     }
     return users;
+  }
+
+  /**
+   * A downlink's payload encoded by the device's decoder (its first
+   * preference, or its model's translator) with the codec's `encodeDownlink`:
+   * the command carries an object, and the device model knows its bytes.
+   * Throws a `ValidationError` naming `field` when the device has no such
+   * translator or the codec refuses the object.
+   */
+  async encodeDownlink(deviceId: string, data: Record<string, unknown>, fPort: number | undefined, field: string): Promise<{ hexEncoded: string; fPort: number }> {
+    const info = this.devices.get(deviceId);
+    const link = info ? this.chainOf(deviceId, info).decoder : undefined;
+    if (!link) throw ValidationError.field(field, 'needs a translator on the iotnode to encode it (translatorPreferences or deviceModelName); send the payload as hex instead');
+    const program = await this.program(link.translator);
+    if (!program.encodes) throw ValidationError.field(field, `cannot be encoded: the translator ${link.translator.name} ${link.translator.version.text} defines no encodeDownlink`);
+    try {
+      return await program.encode(fPort === undefined ? { data } : { data, fPort });
+    } catch (error) {
+      if (!isTranslatorError(error)) throw error;
+      throw ValidationError.field(field, `was refused by ${link.translator.name} ${link.translator.version.text}: ${error.message}`.slice(0, 1000));
+    }
   }
 
   /** The translator versions a device runs now, decoder first, as `name@version`. */

@@ -17,6 +17,21 @@ import { schemaChecks, type OpenApiDocument } from '../openapi.js';
 /** How long a command request waits for the network server's answer before it answers 202 `pending`. */
 export const COMMAND_WAIT_MS = 8_000;
 
+/** Encodes a downlink's object with the device's translator (its `encodeDownlink`). */
+export interface DownlinkEncoder {
+  encodeDownlink(deviceId: string, data: Record<string, unknown>, fPort: number | undefined, field: string): Promise<{ hexEncoded: string; fPort: number }>;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The object a queue command asks the device's translator to encode, and where it sits in `data`. */
+function objectToEncode(command: string, data: Record<string, unknown>): { object: Record<string, unknown>; fPort: unknown; field: string } | null {
+  if (isRecord(data.object)) return { object: data.object, fPort: data.fPort, field: 'data.object' };
+  const payload = isRecord(data.callData) && isRecord(data.callData.payload) ? data.callData.payload : null;
+  if (command === 'apiCall' && payload && isRecord(payload.object)) return { object: payload.object, fPort: payload.fPort, field: 'data.callData.payload.object' };
+  return null;
+}
+
 /** A command as clients see it. */
 export function presentCommand(r: CommandsTable) {
   return {
@@ -53,7 +68,7 @@ const ANSWERED = new Set<CommandStatus>(['queued', 'done', 'published', 'sent', 
  * refusal, 202 `pending` when it could not answer yet (the reactor keeps
  * trying).
  */
-export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDocument): Router {
+export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDocument, encoder: DownlinkEncoder): Router {
   const router = Router();
   const check = schemaChecks(openapi);
 
@@ -96,6 +111,10 @@ export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDo
     if (spec) check(spec.dataSchema, data, 'data');
     const id = newResourceId();
     const context = requestContext(deps, req);
+    // An object instead of hex bytes: the device's translator encodes it now, and the command carries the bytes it decided.
+    const toEncode = spec ? objectToEncode(command, data) : null;
+    const fPortOf = (v: unknown) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : typeof v === 'number' ? v : undefined);
+    const encoded = toEncode ? await encoder.encodeDownlink(iotnodeId, toEncode.object, fPortOf(toEncode.fPort), toEncode.field) : null;
     const request = requestOf({
       id,
       deviceId: iotnodeId,
@@ -106,7 +125,7 @@ export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDo
       networkDeviceId: typeof binding.networkDeviceId === 'string' ? binding.networkDeviceId : null,
       data,
       at: context.now,
-    });
+    }, encoded ? { encoded: encoded.hexEncoded } : {});
     await write(deps, context, commandStream(id), commandDecider, { type: 'RequestCommand', request });
     await answer(res, id, integration);
   });

@@ -102,9 +102,9 @@ export function downlinkOf(command: string, data: Record<string, unknown>, encod
   if (command === API_CALL) {
     const callData = isRecord(data.callData) ? data.callData : {};
     const payload = isRecord(callData.payload) ? callData.payload : {};
-    return { fPort: checkFPort(payload.fPort, 'data.callData.payload.fPort'), hex: encoded ?? checkHex(payload.payloadHex, 'data.callData.payload.payloadHex'), confirmed: payload.confirmed === true };
+    return { fPort: checkFPort(payload.fPort, 'data.callData.payload.fPort'), hex: encoded !== undefined ? checkHex(encoded, 'data.callData.payload.object') : checkHex(payload.payloadHex, 'data.callData.payload.payloadHex'), confirmed: payload.confirmed === true };
   }
-  const downlink: Downlink = { fPort: checkFPort(data.fPort, 'data.fPort'), hex: encoded ?? checkHex(data.data, 'data.data'), confirmed: data.confirmed === true };
+  const downlink: Downlink = { fPort: checkFPort(data.fPort, 'data.fPort'), hex: encoded !== undefined ? checkHex(encoded, 'data.object') : checkHex(data.data, 'data.data'), confirmed: data.confirmed === true };
   if (typeof data.reference === 'string') downlink.reference = data.reference;
   return downlink;
 }
