@@ -1,4 +1,5 @@
 import { suite } from 'uvu';
+import { eventually } from '../ingest/support.js';
 import * as assert from 'uvu/assert';
 import { pino } from 'pino';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -128,8 +129,9 @@ codecs('given a reviewed codec, when its uplinks are posted over HTTP, then they
     if (!codec.refused) continue;
     const raw = await uplink(t, id, codec.refused.hex, codec.refused.fPort);
     assert.equal(raw.encodedData, { hexEncoded: codec.refused.hex, port: codec.refused.fPort }, 'stored undecoded');
-    const [entry] = await logsAtLeast(t, id, 1);
-    assert.is(entry!.message, `Translator ${codec.name} 1.0.0 failed (codec): decodeUplink reported an error: ${codec.refused.errors[0]}`);
+    const failure = `Translator ${codec.name} 1.0.0 failed (codec): decodeUplink reported an error: ${codec.refused.errors[0]}`;
+    // Log writes are asynchronous, and the codec's dropped data has an entry of its own.
+    const entry = await eventually(async () => (await logsAtLeast(t, id, 1)).find((l) => l.message === failure), 10_000, 'the codec failure entry');
     assert.equal([entry!.type, entry!.category, entry!.priority], ['debug', 'system', 'medium'], 'the type and category of translator errors');
     assert.equal(entry!.data?.errors, codec.refused.errors);
     const again = await uplink(t, id, codec.uplinks[0]!.hex, codec.uplinks[0]!.fPort);
