@@ -27,6 +27,11 @@ export const RESOURCE_TYPES = [
   'translator',
   'geofence',
   'log',
+  'rule',
+  'calculation',
+  'location',
+  'organization',
+  'app',
 ] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 
