@@ -183,6 +183,30 @@ ext('when the broker stops, then the connector shows failing with the reason; wh
   assert.ok((await logsOf(t, connector._id)).some((l) => l.message.startsWith('Connected again')));
 });
 
+ext('when a downlink is sent while the broker is down, then it is retried and published once the broker is back, once', async ({ t, broker, connector }) => {
+  await broker.stop();
+  await eventually(async () => (await connectorOf(t, connector._id)).status === 'failing', 15_000, 'failing');
+  const sending = t.call('PUT', '/api/connectors/command', { body: { command: 'sendDownlink', integrationName: 'Generic', connectorId: connector._id, data: { mqttTopic: 'line-2/config', message: '{"interval":30}' } } });
+  await eventually(async () => (await t.platform.deps.db.selectFrom('commands').select('attempts').where('connector_id', '=', connector._id).where('status', '=', 'pending').executeTakeFirst())?.attempts, 10_000, 'a failed attempt');
+  await broker.restart();
+  const subscriber = await brokerClient(broker);
+  try {
+    const received: string[] = [];
+    subscriber.on('message', (topic, message) => received.push(`${topic} ${message}`));
+    await subscriber.subscribeAsync('plant/commands/#', { qos: 1 });
+    const res = await sending;
+    assert.is(res.status, 202, res.text);
+    assert.ok(['queued', 'pending'].includes(res.body.status), res.text);
+    await eventually(async () => received.length > 0, 20_000, 'the downlink at the subscriber');
+    await eventually(async () => (await t.call('GET', `/api/commands/${res.body.commandId}`)).body.status === 'published', 10_000, 'published');
+    assert.ok((await logsOf(t, connector._id)).some((l) => /attempt 1 failed: publishing on plant\/commands\/line-2\/config failed: not connected/.test(l.message)));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(received, ['plant/commands/line-2/config {"interval":30}']);
+  } finally {
+    await subscriber.endAsync(true);
+  }
+});
+
 ext('when the password is wrong, then the connector shows failing with the broker\'s reason, and stores nothing', async ({ t, broker }) => {
   const res = await t.call('POST', '/api/connectors', { body: connectorBody(broker, { name: 'wrong password', mqttServer: { host: broker.host, port: 1883, protocol: 'mqtt', username: PLATFORM_LOGIN.username, password: 'not-the-password' } }) });
   assert.is(res.status, 201, res.text);
