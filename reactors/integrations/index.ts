@@ -2,11 +2,13 @@ import type { IntegrationName } from '../../domain/integrations/catalog.js';
 import type { IntegrationModule } from './types.js';
 import { chirpstack } from './chirpstack/index.js';
 import { generic } from './generic/index.js';
+import { genericHttp } from './generic-http/index.js';
 
 /** Every integration's adapters, by name; an integration of the catalog without a module here has no adapters yet. */
 export const INTEGRATION_MODULES: Partial<Record<IntegrationName, IntegrationModule>> = {
   ChirpStack: chirpstack,
   Generic: generic,
+  GenericHttp: genericHttp,
 };
 
 /** The integration whose webhook path is `path`. */

@@ -20,6 +20,8 @@ export interface IntegrationModule {
 export interface DeviceRef {
   devEui?: string | null;
   networkDeviceId?: string | null;
+  /** The device's `secret` (GenericHttp), among the connector's devices. */
+  secret?: string | null;
 }
 
 /** The radio side of an uplink, kept on the device as its `radio` field (history keeps each number). */
