@@ -1,5 +1,5 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +20,8 @@ export class Mosquitto {
   output = '';
   private child: ChildProcess | null = null;
 
-  constructor(private readonly users: Record<string, string>) {
+  constructor(users: Record<string, string>) {
+    if (!existsSync(MOSQUITTO)) throw new Error(`${MOSQUITTO} is missing: install Debian's mosquitto package (.ci/run does)`);
     const passwd = join(this.dir, 'passwd');
     writeFileSync(passwd, '', { mode: 0o600 });
     for (const [user, password] of Object.entries(users)) execFileSync('mosquitto_passwd', ['-b', passwd, user, password]);
