@@ -250,6 +250,13 @@ ext('when the connection is lost after a message was stored but before its PUBAC
     await deviceWhen(t, device._id, (d) => d.reading === 2, 'the next message');
     const stats = await t.call('GET', `/api/iotnodes/${device._id}/stats?measurement=reading&start=0`);
     assert.equal(stats.body.map((p: { value: number }) => p.value), [1, 2], 'the re-sent message stored once');
+    // A burst: taken as fast as the broker sends them, acknowledged in the order they came.
+    await eventually(async () => proxy.acked.length === proxy.published.filter((p) => !p.dup).length, 10_000, 'every message so far acknowledged');
+    const seen = proxy.published.length;
+    const acked = proxy.acked.length;
+    await Promise.all(Array.from({ length: 60 }, (_, i) => gateway.publishAsync(`flaky/meter-${i % 6}`, JSON.stringify({ reading: i }), { qos: 1 })));
+    await eventually(async () => proxy.acked.length >= acked + 60, 15_000, 'the burst acknowledged');
+    assert.equal(proxy.acked.slice(acked), proxy.published.slice(seen).map((p) => p.packetId), 'PUBACKs in the order of the PUBLISHes');
     assert.is((await t.call('DELETE', `/api/connectors/${res.body._id}`)).status, 204);
   } finally {
     await proxy.stop();

@@ -42,6 +42,8 @@ export class MqttProxy {
   loseNextPubAck = false;
   /** PUBLISH packets from the broker: their DUP flag and packet id. */
   readonly published: { dup: boolean; packetId: number }[] = [];
+  /** The packet ids of the client's PUBACKs, in the order it sent them. */
+  readonly acked: number[] = [];
   private server: Server | null = null;
   private readonly sockets = new Set<Socket>();
 
@@ -82,6 +84,7 @@ export class MqttProxy {
           this.loseNextPubAck = false;
           return cut();
         }
+        if (packet[0]! >> 4 === PUBACK) this.acked.push(packet.readUInt16BE(2));
         broker.write(packet);
       }
     });

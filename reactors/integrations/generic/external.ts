@@ -26,6 +26,21 @@ const KEEPALIVE_S = 60;
 /** How long `stop` waits for a broker to take the DISCONNECT before the socket is closed. */
 const END_WAIT_MS = 2_000;
 const ACTOR = 'system:external-broker';
+/**
+ * Given to MQTT.js's `handleMessage` callback for a QoS 1 message: it goes on
+ * with the next message and sends no PUBACK, which the link sends itself
+ * once the message is stored.
+ */
+const ACK_WHEN_STORED = new Error('acknowledged once stored');
+/** An MQTT 3.1.1 PUBACK: fixed header, remaining length 2, the packet id. */
+const pubAck = (id: number) => Buffer.from([0x40, 0x02, id >> 8, id & 0xff]);
+
+/** A QoS 1 message taken from a connection, waiting for its PUBACK. */
+interface PendingAck {
+  stream: unknown;
+  id: number;
+  ready: boolean;
+}
 
 interface MqttServer {
   host: string;
@@ -72,6 +87,9 @@ export interface ExternalBrokerDeps {
  * stored when the connection or the platform goes down is sent again by the
  * broker after the reconnect, with DUP set and its packet id, and the
  * pipeline stores it once (at least once from the broker, once in the store).
+ * Messages are taken as they come, as many as the broker's in-flight window
+ * allows, and batched by the pipeline like any others; their PUBACKs leave in
+ * the order the messages arrived, as MQTT asks.
  *
  * Downlinks: `publish` sends a command's message at QoS 1 and resolves on the
  * broker's PUBACK; a retry of a command whose publish is still in flight
@@ -158,6 +176,8 @@ class Link {
   /** Publishes of commands still waiting for their PUBACK, and those acknowledged lately, by command id. */
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly acknowledged = new RecentMemory<string, true>(10_000);
+  /** QoS 1 messages of the current connection, in arrival order, until their PUBACK is sent. */
+  private acks: PendingAck[] = [];
 
   constructor(
     private readonly connector: ConnectorInfo,
@@ -194,7 +214,11 @@ class Link {
     this.client.on('error', (err) => {
       this.lastError = err.message;
     });
-    this.client.on('close', () => this.lost());
+    this.client.on('close', () => {
+      // Unacknowledged messages of the closed connection come again on the next one.
+      this.acks = [];
+      this.lost();
+    });
   }
 
   private get id(): string {
@@ -246,14 +270,22 @@ class Link {
     this.timer.unref();
   }
 
-  /** One message from the broker; `done()` acknowledges it, `done(error)` leaves it for the broker to send again. */
+  /**
+   * One message from the broker. MQTT.js hands messages over one at a time and
+   * waits for `done`; a QoS 1 message is let go at once with `ACK_WHEN_STORED`
+   * (so the next can come) and acknowledged by `acked` once stored, or left
+   * unacknowledged, for the broker to send again, when it cannot be stored.
+   */
   private take(packet: IPublishPacket, done: (error?: Error) => void): void {
+    const pending: PendingAck | null = packet.qos > 0 && packet.messageId !== undefined ? { stream: this.client.stream, id: packet.messageId, ready: false } : null;
+    if (pending) this.acks.push(pending);
+    done(pending ? ACK_WHEN_STORED : undefined);
     const topic = packet.topic;
     // A command on the connector's downlink topics (with MQTT 3.1.1 a subscriber also gets its own publishes) is no device's report.
-    if (this.downlinkRoot && (topic === this.downlinkRoot || topic.startsWith(`${this.downlinkRoot}/`))) return done();
+    if (this.downlinkRoot && (topic === this.downlinkRoot || topic.startsWith(`${this.downlinkRoot}/`))) return this.acked(pending);
     const refuse = (why: string) => {
       this.deps.logs.write({ resourceId: this.id, resourceType: 'connector', type: 'error', priority: 'high', category: 'update', message: `MQTT message on ${topic} not stored: ${why}` }, why);
-      done();
+      this.acked(pending);
     };
     if (isPlatformTopic(topic)) return refuse(`the topic is below ${ALLOWED_ROOTS.find((r) => topic.startsWith(r))}, where the platform's own broker names its devices`);
     const payload = typeof packet.payload === 'string' ? Buffer.from(packet.payload) : packet.payload;
@@ -266,19 +298,31 @@ class Link {
         topic,
         payload: read.body,
         hash: messageHash(topic, payload),
-        ...(packet.qos > 0 && packet.messageId !== undefined ? { packetId: packet.messageId } : {}),
+        ...(pending ? { packetId: pending.id } : {}),
         dup: packet.dup === true,
         receivedAt: this.now(),
       })
       .then(
-        () => done(),
+        () => this.acked(pending),
         (err: Error) => {
-          // Not stored: no PUBACK, and a new connection, on which the broker sends it again.
+          // Not stored: no PUBACK for it nor for any later message, and a new connection, on which the broker sends them again.
+          if (pending?.stream !== this.client.stream) return;
           this.lastError = `a message could not be stored: ${err.message}`;
-          done(err);
+          this.acks = [];
           this.client.stream?.destroy();
         },
       );
+  }
+
+  /** A message is done with: PUBACKs go out in arrival order, each once every earlier message is done too. */
+  private acked(pending: PendingAck | null): void {
+    if (!pending) return;
+    pending.ready = true;
+    while (this.acks[0]?.ready) {
+      const next = this.acks.shift()!;
+      const stream = this.client.stream;
+      if (next.stream === stream && this.client.connected && stream.writable) stream.write(pubAck(next.id));
+    }
   }
 
   async publish(topic: string, message: string, key: string | undefined, timeoutMs: number): Promise<void> {
