@@ -20,7 +20,11 @@ export class Mosquitto {
   output = '';
   private child: ChildProcess | null = null;
 
-  constructor(users: Record<string, string>) {
+  /** `settings`: more lines of mosquitto.conf (`max_queued_messages 0`, …). */
+  constructor(
+    users: Record<string, string>,
+    private readonly settings: string[] = [],
+  ) {
     if (!existsSync(MOSQUITTO)) throw new Error(`${MOSQUITTO} is missing: install Debian's mosquitto package (.ci/run does)`);
     const passwd = join(this.dir, 'passwd');
     writeFileSync(passwd, '', { mode: 0o600 });
@@ -64,6 +68,7 @@ export class Mosquitto {
         'log_type notice',
         // Run as whoever starts it (root in CI): the password file is in a private temporary folder.
         'user root',
+        ...this.settings,
       ].join('\n') + '\n',
     );
     const child = spawn(MOSQUITTO, ['-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });

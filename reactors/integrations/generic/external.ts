@@ -172,6 +172,8 @@ class Link {
   private lastError: string | null = null;
   /** The health last reported; null before the first connection attempt ends. */
   private reported: 'ok' | 'failing' | null = null;
+  /** The broker granted the subscription since this process connected to it. */
+  private subscribed = false;
   private reports: Promise<void> = Promise.resolve();
   /** Publishes of commands still waiting for their PUBACK, and those acknowledged lately, by command id. */
   private readonly inFlight = new Map<string, Promise<void>>();
@@ -208,7 +210,7 @@ class Link {
       ...(connector.secrets.mqttPassword !== undefined ? { password: connector.secrets.mqttPassword } : {}),
     };
     this.client = mqtt.connect(options);
-    // Called for each message, one at a time; the PUBACK goes out when `done` is called without an error.
+    // Called for each message; `take` sends a QoS 1 message's PUBACK itself, once the message is stored.
     this.client.handleMessage = (packet, done) => this.take(packet, done);
     this.client.on('connect', (connack) => this.connected(connack.sessionPresent));
     this.client.on('error', (err) => {
@@ -232,19 +234,26 @@ class Link {
   private connected(sessionPresent: boolean): void {
     this.attempt = 0;
     this.lastError = null;
-    // The broker kept the session (and with it the subscription): nothing to renew.
-    if (!this.filter || sessionPresent) return this.report('ok');
-    this.client.subscribe(this.filter, { qos: 1 }, (err, granted) => {
+    if (!this.filter) return this.report('ok');
+    // A session the broker kept holds the subscription; subscribing again would make it replay its retained messages.
+    if (sessionPresent && this.subscribed) return this.report('ok');
+    this.subscribe();
+  }
+
+  private subscribe(): void {
+    const filter = this.filter!;
+    this.client.subscribe(filter, { qos: 1 }, (err, granted) => {
       if (this.closed) return;
       const qos = granted?.[0]?.qos;
       if (err || qos === undefined || qos === 128) {
-        this.lastError = `the broker refused the subscription to ${this.filter}${err ? `: ${err.message}` : ''}`;
+        this.lastError = `the broker refused the subscription to ${filter}${err ? `: ${err.message}` : ''}`;
         this.report('failing');
-        // Try again later: the broker's rules may change; its connection stays meanwhile for downlinks.
-        this.schedule(() => this.client.connected && this.connected(false));
+        // Asked again with back-off (the broker's rules may change); the connection stays meanwhile for downlinks.
+        this.schedule(() => this.client.connected && this.subscribe());
         return;
       }
-      if (qos === 0) this.connectorLog('warning', `The broker ${this.url} granted QoS 0 on ${this.filter}: messages sent while the platform is disconnected are not kept for it`);
+      this.subscribed = true;
+      if (qos === 0) this.connectorLog('warning', `The broker ${this.url} granted QoS 0 on ${filter}: messages sent while the platform is disconnected are not kept for it`);
       this.report('ok');
     });
   }
@@ -259,8 +268,10 @@ class Link {
     });
   }
 
+  /** Runs `fn` after the next back-off wait, instead of anything scheduled before. */
   private schedule(fn: () => void): void {
-    if (this.closed || this.timer) return;
+    if (this.closed) return;
+    if (this.timer) clearTimeout(this.timer);
     const base = this.reconnectMs[Math.min(this.attempt, this.reconnectMs.length - 1)]!;
     this.attempt++;
     this.timer = setTimeout(() => {
