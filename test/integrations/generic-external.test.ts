@@ -76,6 +76,22 @@ ext('when the connector is created, then its password is never returned and it s
   assert.match(line!.message, /subscribed to plant\/#/);
 });
 
+ext('when an external connector\'s topics are not valid MQTT topics, then 422 naming the field, and nothing is created', async ({ t, broker }) => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ uplink: { topic: 'plant/#/more' } }, /^ERR - uplink\.topic must be an MQTT topic filter/],
+    [{ uplink: { topic: 'plant/a+' } }, /^ERR - uplink\.topic must be an MQTT topic filter/],
+    [{ downlink: { topic: 'plant/+/cmd' } }, /^ERR - downlink\.topic must be a topic without \+, #/],
+    [{ downlink: { topic: '$SYS/x' } }, /^ERR - downlink\.topic must be a topic without/],
+  ];
+  const before = (await t.call('GET', '/api/connectors')).body.length;
+  for (const [overrides, message] of cases) {
+    const res = await t.call('POST', '/api/connectors', { body: connectorBody(broker, overrides) });
+    assert.is(res.status, 422, `${JSON.stringify(overrides)}: ${res.text}`);
+    assert.match(res.text, message);
+  }
+  assert.is((await t.call('GET', '/api/connectors')).body.length, before);
+});
+
 ext('when a device publishes on a new topic, then its device is created, bound to the connector, with the connector\'s creator and the rights shared on the connector', async ({ t, gateway, connector }) => {
   const viewer = await t.call('POST', '/api/users', { body: { username: 'ext-viewer', attributes: { roles: ['viewerBasic'] } } });
   assert.is(viewer.status, 201, viewer.text);
