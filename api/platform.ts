@@ -43,7 +43,8 @@ import { uplinkRoutes } from './translators/uplinks.js';
 import { GeofenceTracking } from '../reactors/geofences/tracking.js';
 import { MqttOutput } from '../reactors/channels/mqtt.js';
 import { HttpChannels } from '../reactors/channels/http.js';
-import { CommandDelivery } from '../reactors/commands/delivery.js';
+import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js';
+import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { liveChannelRoutes } from './channels/live.js';
 
@@ -116,7 +117,9 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     await translation.load();
     const ingest = await createIngest(store, db, log, { decoder: translation });
     const principals = new Principals(db);
-    const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection, principals.projection], log);
+    // Generic connectors' external brokers: connections follow the connectors' events, once committed.
+    const externalBrokers = new ExternalBrokers({ store, db, log, registry: ingest.registry, logs: ingest.logs, ingest });
+    const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection, principals.projection, externalBrokers.projection], log);
     started.push(() => projections.stop());
     await projections.start();
 
@@ -158,10 +161,11 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
       new HttpChannels(store, db, ingest.registry, ingest.logs, log),
       new GeofenceTracking(deps),
-      new CommandDelivery({ ...reactorDeps, projections }, (connector, topic, message) => {
+      new CommandDelivery({ ...reactorDeps, projections }, (connector, topic, message, key) => {
         if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
-        return Promise.reject(new Error('external brokers are not connected in this build'));
+        return externalBrokers.publish(connector.id, topic, message, key, COMMAND_RETRY.callTimeoutMs);
       }),
+      externalBrokers,
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());

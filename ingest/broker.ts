@@ -12,11 +12,10 @@ import { verifyPassword } from '../domain/users/password.js';
 import { verifyToken } from '../api/auth/tokens.js';
 import type { Registry } from './registry.js';
 import { dedupKey, type IngestPipeline } from './pipeline.js';
-import { jsonProblem, textProblem } from '../domain/shared/json.js';
+import { MAX_PAYLOAD_BYTES, messageHash, readPayload } from './payload.js';
 import type { LogWriter } from '../domain/logs/writer.js';
 
-/** Payloads above this size are refused (acknowledged, not stored, logged): 256 KiB. */
-export const MAX_PAYLOAD_BYTES = 256 * 1024;
+export { MAX_PAYLOAD_BYTES };
 /**
  * The hard limit on an MQTT packet's remaining length (the payload plus topic and
  * header fields): a larger packet closes the connection as soon as its fixed
@@ -279,31 +278,19 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       // Device messages are data, never retained for later subscribers.
       packet.retain = false;
       const payload = packet.payload as Buffer;
-      const fail = (why: string) => {
-        refuseSet(session.id, `MQTT message on ${topic} not stored: ${why}`, why);
-        callback(null);
-      };
-      if (payload.length > MAX_PAYLOAD_BYTES) return fail(`the payload is larger than ${MAX_PAYLOAD_BYTES} bytes`);
-      const inTopic = textProblem(topic);
-      if (inTopic) return fail(`the topic ${inTopic.replace(/^must/, 'must')}`);
-      let body: unknown;
-      try {
-        body = JSON.parse(payload.toString('utf8'));
-      } catch {
-        return fail('the payload is not JSON');
+      const read = readPayload(topic, payload);
+      if ('why' in read) {
+        refuseSet(session.id, `MQTT message on ${topic} not stored: ${read.why}`, read.why);
+        return callback(null);
       }
-      if (typeof body !== 'object' || body === null || Array.isArray(body)) return fail('the payload is not a JSON object');
-      // Text PostgreSQL cannot store, and nesting that would overflow a recursive walk, are refused here, alone.
-      const problem = jsonProblem(body);
-      if (problem) return fail(`${problem.path ? `the field ${problem.path}` : 'the payload'} ${problem.why} (docs/security.md lists the limits)`);
-      const hash = createHash('sha1').update(topic).update('\u0000').update(payload).digest('hex').slice(0, 16);
+      const hash = messageHash(topic, payload);
       const messageId = packet.qos > 0 ? (packet as PublishPacket).messageId : undefined;
       pipeline.submit({
         kind: 'topic',
         reserved: resolved.reserved,
         path: resolved.path,
         topic,
-        payload: body as Record<string, unknown>,
+        payload: read.body,
         receivedAt: new Date().toISOString(),
         correlationId: `mqtt:${hash}:${messageId ?? '-'}:${session.clientId}`,
         dedup: messageId !== undefined ? { key: dedupKey(session.id, session.clientId, messageId), hash, redelivery: packet.dup === true } : undefined,

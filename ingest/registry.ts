@@ -153,8 +153,15 @@ export class Registry {
     return this.connectors.get(id);
   }
 
-  /** The device a connector's network server names by this DevEUI (lower case) or by its own device id. */
-  deviceOfNetwork(connectorId: string, ref: { devEui?: string | null; networkDeviceId?: string | null }): string | undefined {
+  /**
+   * The device a connector's network server names by this DevEUI (lower case), by its own device id, or by
+   * the device's `secret`: only a device bound to this connector, never another connector's.
+   */
+  deviceOfNetwork(connectorId: string, ref: { devEui?: string | null; networkDeviceId?: string | null; secret?: string | null }): string | undefined {
+    if (ref.secret) {
+      const id = this.deviceBySecret.get(ref.secret);
+      return id !== undefined && this.bindings.get(id)?.connector === connectorId ? id : undefined;
+    }
     return (ref.devEui ? this.byNetworkKey.get(deviceKey(connectorId, 'eui', ref.devEui)) : undefined) ?? (ref.networkDeviceId ? this.byNetworkKey.get(deviceKey(connectorId, 'id', ref.networkDeviceId)) : undefined);
   }
 

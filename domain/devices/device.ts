@@ -342,3 +342,13 @@ export function mqttRegistration(id: string, topic: string, credentialsSetId: st
   const doc: DeviceDoc = { name: `MQTT - ${topic}`, secret: topic, rabbitRouting: rabbitRouting(id) };
   return { type: 'DeviceRegistered', data: { id, createdBy, doc, credentialsSetId, at } };
 }
+
+/**
+ * The event that registers a device on its first message from a Generic
+ * connector's external broker: bound to the connector, named by its topic,
+ * the connector's creator its creator.
+ */
+export function connectorRegistration(id: string, topic: string, connectorId: string, createdBy: string, at: string): DeviceEvent {
+  const doc: DeviceDoc = { name: `MQTT - ${topic}`, secret: topic, connector: connectorId, rabbitRouting: rabbitRouting(id) };
+  return { type: 'DeviceRegistered', data: { id, createdBy, doc, at } };
+}
