@@ -6,7 +6,7 @@ import type { NewEvent } from '../domain/shared/events.js';
 import { newResourceId } from '../domain/shared/ids.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 import { toNewEvent } from '../domain/shared/decider.js';
-import { deviceStream, mqttRegistration, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { deviceStream, mqttRegistration, refusedSubTopicField, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import { accessDecider, accessStream } from '../domain/access/rights.js';
 import type { Scope } from '../domain/access/scopes.js';
 import type { Database } from '../projections/database.js';
@@ -222,6 +222,18 @@ export class IngestPipeline {
     const appends = new Map<string, NewEvent[]>();
     const add = (stream: string, event: NewEvent) => appends.set(stream, [...(appends.get(stream) ?? []), event]);
     let created: Unit['created'] = null;
+    const field = refusedSubTopicField(m.path, m.payload);
+    if (field !== null) {
+      this.logs.write({
+        resourceId: m.reserved.setId,
+        resourceType: 'credentialsSet',
+        type: 'warning',
+        priority: 'medium',
+        category: 'update',
+        message: `Message on ${m.topic} dropped: it would write the device field ${field}, which ${field === 'lnglat' ? 'takes only a GeoJSON Point, sent on the field itself' : 'is set by the platform or through the REST API'}`,
+      }, `sub-topic field ${field}`);
+      return null;
+    }
     if (!deviceId) {
       if (m.path.length > 0) {
         // A sub-topic only updates an existing device; it never creates one.

@@ -149,6 +149,21 @@ export function reportableFields(payload: DeviceDoc, nested: boolean): { kept: D
   return { kept, dropped };
 }
 
+/**
+ * The top-level field a report on a sub-topic (`path` not empty) would write
+ * but may not, or null: a report below a reserved topic lands under its first
+ * level, so `R/secret`, `R/name` or `R/createdAt` would reach the fields a
+ * report on `R` itself cannot change, and `R/lnglat` must carry a valid point
+ * (`R/lnglat/x` never does).
+ */
+export function refusedSubTopicField(path: string[], payload: unknown): string | null {
+  const head = path[0];
+  if (head === undefined) return null;
+  if (PROTECTED_FROM_REPORTS.has(head)) return head;
+  if (head === 'lnglat' && (path.length > 1 || !isLngLat(payload))) return head;
+  return null;
+}
+
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
@@ -158,6 +173,8 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v ===
  */
 export function applyReport(doc: DeviceDoc, path: string[], payload: DeviceDoc): DeviceDoc {
   if (path.length === 0) return { ...doc, ...payload };
+  // Ingest refuses such a report; one stored before it did changes nothing.
+  if (refusedSubTopicField(path, payload) !== null) return doc;
   const [head, ...rest] = path as [string, ...string[]];
   const current = isPlainObject(doc[head]) ? (doc[head] as DeviceDoc) : {};
   return { ...doc, [head]: rest.length ? applyReport(current, rest, payload) : payload };

@@ -301,6 +301,53 @@ broker('when reports carry platform fields, then those are ignored and the devic
   await c.endAsync();
 });
 
+broker('when reports on sub-topics would write platform fields or a bad lnglat, then they are dropped and logged, the device keeps its identity, and the read models keep up', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  const before = await deviceOf(t, NODE);
+  for (const [level, payload] of [
+    ['secret', { x: 1 }],
+    ['name', { x: 1 }],
+    ['createdAt', { x: 1 }],
+    ['translatorPreferences', { name: 'x' }],
+    ['lnglat', { type: 'Feature' }],
+    ['lnglat/coordinates', { x: 1 }],
+  ] as const) {
+    await publish(c, `${NODE}/${level}`, payload);
+  }
+  await publish(c, `${NODE}/lnglat`, { type: 'Point', coordinates: [4, 52] });
+  await publish(c, NODE, { subtopicProbe: 1 });
+  const node = await eventually(async () => {
+    const d = await deviceOf(t, NODE);
+    return d.subtopicProbe === 1 ? d : undefined;
+  });
+  assert.is(node.secret, NODE);
+  assert.is(node.name, before.name);
+  assert.is(node.createdAt, before.createdAt);
+  assert.is(node.translatorPreferences, before.translatorPreferences);
+  assert.equal(node.lnglat, { type: 'Point', coordinates: [4, 52] });
+  const logged = (await logsOf(t, p.setId)).map((l) => l.message);
+  assert.ok(logged.includes(`Message on ${NODE}/secret dropped: it would write the device field secret, which is set by the platform or through the REST API`), logged.join('\n'));
+  assert.ok(logged.some((l) => l.startsWith(`Message on ${NODE}/lnglat/coordinates dropped`)));
+  // A REST write still answers once its change is visible: the read models did not stall on anything stored.
+  assert.is((await t.call('PUT', `/api/iotnodes/${node._id}`, { body: { description: 'after' } })).status, 200);
+  await c.endAsync();
+});
+
+broker('given sub-topic reports on platform fields stored before they were refused, when the read models apply them, then they change nothing and the projections keep up', async ({ t }) => {
+  const device = await t.call('POST', '/api/iotnodes', { body: { name: 'legacy reports' } });
+  const at = new Date().toISOString();
+  const report = (path: string[], payload: Record<string, unknown>) =>
+    toNewEvent({ type: 'DeviceReported', data: { id: device.body._id, topic: `legacy/${path.join('/')}`, path, payload, reportedAt: at } }, { actor: 'credentials:legacy', correlationId: 'legacy', now: at });
+  await t.platform.deps.store.append(`device-${device.body._id}`, [report(['lnglat'], { type: 'Feature' }), report(['createdAt'], { x: 1 }), report(['secret'], { x: 1 }), report(['level'], { v: 3 })], 'any');
+  await projected(t);
+  const read = await t.call('GET', `/api/iotnodes/${device.body._id}`);
+  assert.is(read.status, 200);
+  assert.equal(read.body.level, { v: 3 });
+  assert.is(read.body.lnglat, undefined);
+  assert.is(read.body.createdAt, device.body.createdAt);
+  assert.is((await t.call('PUT', `/api/iotnodes/${device.body._id}`, { body: { description: 'after' } })).status, 200);
+});
+
 broker('when MQTT runs over WebSocket at /mqtt, then a provider can publish through it', async ({ t, p }) => {
   const mqtt = (await import('mqtt')).default;
   const c = await new Promise<import('mqtt').MqttClient>((resolve, reject) => {
