@@ -259,6 +259,22 @@ broker('when a payload holds what the database cannot store, then only that devi
   await c.endAsync();
 });
 
+broker('when a topic or a field name carries NUL or a lone surrogate, then the refusal is still logged, quoting it escaped', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  const errorsBefore = t.logs.filter((l) => Number(l.level) >= 50).length;
+  await publish(c, `${ROOT}/bad/\u0000x`, { a: 1 });
+  await publish(c, `${ROOT}/bad`, '{"k\\ud800":1}');
+  assert.ok(c.connected);
+  const messages = (await eventually(async () => {
+    const l = (await logsOf(t, p.setId)).map((x) => x.message);
+    return l.some((m) => m.includes('\\u0000x')) && l.some((m) => m.includes('k\\ud800')) ? l : undefined;
+  }, 10_000, 'both refusals in the log')).filter((m) => m.includes('\\u0000x') || m.includes('k\\ud800'));
+  assert.ok(messages.some((m) => m === `MQTT message on ${ROOT}/bad/\\u0000x not stored: the topic must not contain NUL characters`), messages.join('\n'));
+  assert.ok(messages.some((m) => m.startsWith(`MQTT message on ${ROOT}/bad not stored: the field k\\ud800 is a field name that must not contain lone UTF-16 surrogates`)), messages.join('\n'));
+  assert.is(t.logs.filter((l) => Number(l.level) >= 50).length, errorsBefore, 'no log write failed');
+  await c.endAsync();
+});
+
 broker('when subscribing outside the own topics, then SUBACK 0x80; own output and push topics are granted', async ({ t, p }) => {
   const user = await givenUser(t, 'subscriber');
   const u = await connectMqtt(t, user.id, user.token);
