@@ -47,7 +47,7 @@ const KIND_OF_RESOURCE: Record<string, Kind | 'any'> = {
 };
 
 /** Cases per operation; `FUZZ_RUNS_FACTOR` scales them. */
-const RUNS = runsScaled(14);
+const RUNS = runsScaled(25);
 
 interface Op {
   method: string;
@@ -77,11 +77,15 @@ interface World {
   callers: Record<Caller, GivenUser & { roles: string[] }>;
   /** Resource ids by kind and by who owns them. */
   owned: Record<Kind, Record<Owner, string[]>>;
+  /** Ids that belong under another (a dashboard's widgets, a usergroup's members), for path parameters that go together. */
+  children: Map<string, string[]>;
   topics: string[];
   translators: string[];
   cursors: string[];
   etags: string[];
   tenantPermissions: Record<string, string[]>;
+  /** Milliseconds spent per fuzzed operation. */
+  spent: Map<string, number>;
   /** Answers per operation (`METHOD template`), for the coverage check. */
   answers: Map<string, number[]>;
   requests: number;
@@ -115,8 +119,10 @@ fuzz.before(async (w) => {
   w.ops = operationsOf(w.doc);
   w.operationOf = operationMatcher(w.doc);
   w.answers = new Map();
+  w.spent = new Map();
   w.requests = 0;
   w.owned = Object.fromEntries(KINDS.map((k) => [k, { admin: [] as string[], tenant: [] as string[], other: [] as string[] }])) as unknown as World['owned'];
+  w.children = new Map();
   w.topics = [];
   w.translators = [];
   w.cursors = [];
@@ -181,6 +187,7 @@ fuzz.before(async (w) => {
     });
     add('dashboard', dashboard._id);
     add('widget', dashboard.widgets[0]._id);
+    w.children.set(dashboard._id, [dashboard.widgets[0]._id]);
     const read = await t.call('GET', `/api/dashboards/${dashboard._id}`, { token: tok });
     if (read.headers.get('etag')) w.etags.push(read.headers.get('etag')!);
     const square = [[10, 59], [10.01, 59], [10.01, 59.01], [10, 59.01], [10, 59]];
@@ -199,6 +206,7 @@ fuzz.before(async (w) => {
   // Usergroups are an admin's: one of the fuzzing admin with the tenant in it, one of the bootstrap admin.
   const group = await ok(fuzzAdmin.token, 'POST', '/api/usergroups', { name: 'fuzz group' });
   await ok(fuzzAdmin.token, 'POST', `/api/usergroups/${group._id}/members`, { userId: alice.id });
+  w.children.set(group._id, [fuzzAdmin.id, alice.id]);
   w.owned.usergroup = { admin: [group._id], tenant: [group._id], other: [(await ok(t.adminToken, 'POST', '/api/usergroups', { name: 'root group' }))._id] };
 
   // Log entries to page through (refused MQTT logins are logged on the set), and a real cursor to tamper with.
@@ -258,6 +266,16 @@ function schemaArbitraries(w: World, caller: Caller): SchemaArbitraries {
       GeoPosition: fc.tuple(fc.double({ min: -180, max: 180, noNaN: true }), fc.double({ min: -90, max: 90, noNaN: true })),
       TranslatorVersion: semver,
       TranslatorName: fc.oneof(fc.constantFrom(...w.translators), fc.stringMatching(/^[a-z][a-z0-9]{0,8}(-[a-z0-9]{1,4})?$/)),
+      // Exactly one target and one protocol, as the document requires of a channel.
+      ChannelCreate: (arbs) => {
+        const { schema } = arbs.resolve({ $ref: '#/components/schemas/ChannelCreate' });
+        const target = fc.oneof(idsOf(w, 'device', caller).map((id) => ['iotnode', id]), idsOf(w, 'deviceGroup', caller).map((id) => ['deviceGroup', id]));
+        const protocol = fc.constantFrom('http', 'mqtt', 'cloudIotHub', 'bacnet', 'knx', 'modbus').chain((p) => arbs.valid(schema.properties[p], `ChannelCreate.${p}`).map((v) => [p, v]));
+        return fc.tuple(target, protocol, fc.option(fc.string({ maxLength: 20 }), { nil: undefined })).map(([[t, id], [p, v], name]) => ({ [t as string]: id, [p as string]: v, ...(name === undefined ? {} : { name }) }));
+      },
+      // A right on a resource of the type it names, for a subject of the kind it names.
+      AccessRight: rightOf(w, caller, true),
+      AccessRightRevoke: rightOf(w, caller, false),
     },
     hints: {
       'ReservedTopicCreate.topic': fc.oneof(
@@ -275,6 +293,7 @@ function schemaArbitraries(w: World, caller: Caller): SchemaArbitraries {
       'TranslatorUpload.code': fc.constantFrom('function translate(input) { return { result: {} }; }', 'function translate({ encodedData }) { return { result: { text: encodedData.hexEncoded } }; }', 'function translate() { return { result: { text: "\\u0000" } }; }'),
       'Uplink.encodedData.hexEncoded': fc.oneof(hexOf(oddText()), hexOf(oddJson), hexOf(deepNesting)),
       'UserAttributes.roles[]': idsOf(w, 'role', caller),
+      'PasswordChange.currentPassword': fc.constant(w.callers[caller].password),
       'query:resourceId': allIds,
       'query:ref': allIds,
       'query:iotnode': allIds,
@@ -293,6 +312,15 @@ function schemaArbitraries(w: World, caller: Caller): SchemaArbitraries {
 
 /** Where a request is broken: nowhere, or in one part. */
 type Focus = 'none' | 'path' | 'query' | 'header' | 'body';
+
+/** An access right (to grant or revoke) naming a real resource by its own type, and a user or usergroup by its kind. */
+function rightOf(w: World, caller: Caller, scoped: boolean): fc.Arbitrary<unknown> {
+  const types = KINDS.filter((k) => !['widget', 'translator', 'user', 'role'].includes(k));
+  const resource = fc.constantFrom(...types).chain((k) => idsOf(w, k, caller).map((id) => ({ resourceType: k, resourceId: id })));
+  const subject = fc.oneof(idsOf(w, 'user', caller).map((id) => ({ subjectType: 'user', subjectId: id })), idsOf(w, 'usergroup', caller).map((id) => ({ subjectType: 'group', subjectId: id })));
+  const scope = fc.uniqueArray(fc.constantFrom('admin', 'write', 'read', 'peek'), { minLength: 1, maxLength: 2 });
+  return fc.tuple(resource, subject, scoped ? scope : fc.option(scope, { nil: undefined })).map(([r, s, sc]) => ({ ...r, ...s, ...(sc ? { scope: sc } : {}) }));
+}
 
 /** Query string pairs of one parameter's value, in the parameter's style. */
 function pairsOf(p: Record<string, any>, v: unknown): [string, string][] {
@@ -420,10 +448,15 @@ function requestOf(w: World, op: Op): fc.Arbitrary<Req> {
   const arbsOf = { admin: schemaArbitraries(w, 'admin'), tenant: schemaArbitraries(w, 'tenant') };
   const byCaller = (caller: Caller, focus: Focus): fc.Arbitrary<Req> => {
     const arbs = arbsOf[caller];
-    const params = names.map((name) => (focus === 'path' ? fc.oneof(idsOf(w, pathParamKind(op, name), caller), oddText(64).map(textOf)) : idsOf(w, pathParamKind(op, name), caller)));
+    const idOf = (name: string) => (focus === 'path' ? fc.oneof(idsOf(w, pathParamKind(op, name), caller), oddText(64).map(textOf)) : idsOf(w, pathParamKind(op, name), caller));
+    // A later parameter is often one that belongs under the first (a widget of that very dashboard, a member of that group).
+    const params = names.length < 2 ? fc.tuple(...names.map(idOf)) : fc.tuple(idOf(names[0]!), ...names.slice(1).map(() => fc.nat())).chain(([first, ...picks]) => {
+      const under = w.children.get(String(first)) ?? [];
+      return fc.tuple(fc.constant(first), ...names.slice(1).map((name, i) => (under.length ? fc.oneof(fc.constant(under[picks[i]! % under.length]!), idOf(name)) : idOf(name))));
+    });
     const headerValue = (p: Record<string, any>) => (focus === 'header' ? arbs.hint(`header:${p.name}`) : undefined) ?? fc.constantFrom(...w.etags);
     const headers = fc.tuple(...headerParams.map((p) => fc.option(headerValue(p).map((v): [string, string] => [p.name, textOf(v)]), { nil: null, freq: 2 })));
-    return fc.record({ values: fc.tuple(...params), query: queryOf(arbs, op, focus === 'query'), headers, body: bodyOf(arbs, op, focus === 'body') }).map(({ values, query, headers, body }) => {
+    return fc.record({ values: params, query: queryOf(arbs, op, focus === 'query'), headers, body: bodyOf(arbs, op, focus === 'body') }).map(({ values, query, headers, body }) => {
       let i = 0;
       const path = op.template.replace(TEMPLATE_PARAM, () => percent(String(values[i++])));
       const search = query.map(([k, v]) => `${percent(k)}=${percent(v)}`).join('&');
@@ -536,6 +569,7 @@ async function check(w: World, op: Op, req: Req): Promise<void> {
   } else if (res.status >= 400) {
     await assertNothingWritten(w.t, res);
   }
+  if (res.status < 300 && op.template === '/api/auth/password' && req.body.kind === 'json') w.callers[req.caller].password = (req.body.value as { newPassword: string }).newPassword;
   if (res.status < 300 && TOUCHES_CALLERS.test(op.template)) await restoreCallers(w);
 }
 
@@ -543,10 +577,12 @@ async function check(w: World, op: Op, req: Req): Promise<void> {
 for (const op of operationsOf(loadOpenApi())) {
   fuzz(`${op.method} ${op.template}: never a 5xx, and a refused request stores nothing`, async (w) => {
     const live = w.ops.find((o) => o.method === op.method && o.template === op.template)!;
+    const began = Date.now();
     await fc.assert(
       fc.asyncProperty(requestOf(w, live), (req) => check(w, live, req)),
       { seed: FUZZ_SEED, numRuns: RUNS, includeErrorInReport: true },
     );
+    w.spent.set(keyOf(op.method, op.template), Date.now() - began);
   });
 }
 
@@ -559,7 +595,7 @@ fuzz('every operation of the document was fuzzed, and each got past authenticati
   const statuses = new Map<number, number>();
   for (const list of w.answers.values()) for (const s of list) statuses.set(s, (statuses.get(s) ?? 0) + 1);
   if (process.env.FUZZ_VERBOSE) {
-    for (const k of declared) console.log(`  ${k.padEnd(70)} ${JSON.stringify(Object.fromEntries([...new Set(w.answers.get(k))].sort().map((s) => [s, w.answers.get(k)!.filter((x) => x === s).length])))}`);
+    for (const k of declared) console.log(`  ${k.padEnd(66)} ${String(w.spent.get(k)).padStart(6)} ms ${JSON.stringify(Object.fromEntries([...new Set(w.answers.get(k))].sort().map((s) => [s, w.answers.get(k)!.filter((x) => x === s).length])))}`);
   }
   console.log(`  fuzz-rest: ${w.requests} requests over ${declared.length} operations in ${((Date.now() - w.started) / 1000).toFixed(1)} s (seed ${FUZZ_SEED}); answers ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`);
 });

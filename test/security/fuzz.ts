@@ -214,11 +214,14 @@ function owned(o: Record<string, unknown>): Record<string, unknown> {
 
 type Schema = Record<string, any>;
 
+/** An arbitrary, or one made from the schema arbitraries (to reuse a sub-schema's). */
+type Extra = fc.Arbitrary<unknown> | ((arbs: SchemaArbitraries) => fc.Arbitrary<unknown>);
+
 export interface SchemaArbitraryOptions {
   /** Further values for a named component schema (`Id` → ids of real resources), mixed with what its definition generates. */
-  named?: Record<string, fc.Arbitrary<unknown>>;
+  named?: Record<string, Extra>;
   /** Further values for a property, keyed `<Schema>.<property>` (`ReservedTopicCreate.topic`), mixed with its definition's. */
-  hints?: Record<string, fc.Arbitrary<unknown>>;
+  hints?: Record<string, Extra>;
 }
 
 /**
@@ -239,7 +242,11 @@ export class SchemaArbitraries {
 
   /** The hint given for `where`, if any. */
   hint(where: string): fc.Arbitrary<unknown> | undefined {
-    return this.options.hints?.[where];
+    return this.extra(this.options.hints?.[where]);
+  }
+
+  private extra(e: Extra | undefined): fc.Arbitrary<unknown> | undefined {
+    return typeof e === 'function' ? e(this) : e;
   }
 
   /** A valid value, or (two times in three) one broken at one place. */
@@ -282,7 +289,7 @@ export class SchemaArbitraries {
       const { schema: s, name } = this.resolve(schema);
       const here = name ?? where;
       let arb = this.validOf(s, here);
-      const extra = [name && this.options.named?.[name], this.options.hints?.[where]].filter((a): a is fc.Arbitrary<unknown> => !!a);
+      const extra = [name ? this.extra(this.options.named?.[name]) : undefined, this.hint(where)].filter((a): a is fc.Arbitrary<unknown> => !!a);
       if (extra.length) arb = fc.oneof({ arbitrary: fc.oneof(...extra), weight: 3 }, { arbitrary: arb, weight: 1 });
       if (s.nullable) arb = fc.oneof({ arbitrary: arb, weight: 5 }, { arbitrary: fc.constant(null), weight: 1 });
       return arb;
