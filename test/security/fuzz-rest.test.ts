@@ -557,6 +557,7 @@ async function restoreCallers(w: World): Promise<void> {
 const TOUCHES_CALLERS = /^\/api\/(users|roles|auth)/;
 
 async function check(w: World, op: Op, req: Req): Promise<void> {
+  const logsBefore = w.t.logs.length;
   const res = await send(w, req);
   w.requests++;
   const matched = w.operationOf(req.method, req.url.split('?')[0]!);
@@ -569,6 +570,8 @@ async function check(w: World, op: Op, req: Req): Promise<void> {
   } else if (res.status >= 400) {
     await assertNothingWritten(w.t, res);
   }
+  const errors = w.t.logs.slice(logsBefore).filter((l) => Number(l.level) >= 50);
+  assert.equal(errors.map((l) => `${l.msg}: ${JSON.stringify((l.err as { message?: string } | undefined)?.message ?? '').slice(0, 300)}`), [], `answered ${res.status}, and the platform logged an error`);
   if (res.status < 300 && op.template === '/api/auth/password' && req.body.kind === 'json') w.callers[req.caller].password = (req.body.value as { newPassword: string }).newPassword;
   if (res.status < 300 && TOUCHES_CALLERS.test(op.template)) await restoreCallers(w);
 }

@@ -401,7 +401,7 @@ export class SchemaArbitraries {
         const item = this.valid(s.items ?? {}, `${where}[]`);
         const lengths = [s.maxItems, s.maxItems === undefined ? 10_001 : s.maxItems + 1, s.minItems ? s.minItems - 1 : undefined].filter((n): n is number => n !== undefined && n <= 20_000);
         options.push(fc.tuple(item, fc.constantFrom(...lengths)).map(([v, n]) => new Rep(v, n)));
-        options.push(fc.tuple(this.valid(s, where), this.broken(s.items ?? {}, `${where}[]`)).map(([a, b]) => [...(a as unknown[]), b]));
+        options.push(fc.tuple(this.valid(s, where), this.broken(s.items ?? {}, `${where}[]`)).map(([a, b]) => [...(Array.isArray(a) ? a : []), b]));
         break;
       }
       case 'object':
