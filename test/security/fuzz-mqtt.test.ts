@@ -49,6 +49,8 @@ interface World {
   bobReceived: string[];
   seq: number;
   probe: number;
+  /** The latest cases, named in a failure: a case can leave behind what fails a later one. */
+  recent: string[];
   cases: number;
   published: number;
   started: number;
@@ -122,6 +124,7 @@ fuzz.before(async (w) => {
   await w.bobClient.subscribeAsync(`svc/push/v1/${w.bob.setId}/#`, { qos: 1 });
   w.seq = 0;
   w.probe = 0;
+  w.recent = [];
   w.cases = 0;
   w.published = 0;
   w.started = Date.now();
@@ -321,7 +324,10 @@ async function check(w: World, c: Case): Promise<void> {
     const logged = w.t.logs.slice(logsBefore).filter((l) => Number(l.level) >= 50);
     const lines = [...new Set(logged.map((l) => `  ${l.msg}: ${JSON.stringify((l.err as { message?: string } | undefined)?.message ?? l.err ?? '').slice(0, 400)}`))];
     if (lines.length && err instanceof Error) err.message += `\nlogged meanwhile:\n${lines.slice(0, 5).join('\n')}`;
+    if (err instanceof Error) err.message += `\nthe cases before it, latest last:\n${w.recent.map((r) => `  ${r}`).join('\n')}`;
     throw err;
+  } finally {
+    w.recent = [...w.recent.slice(-2), fc.stringify(c)];
   }
 }
 
