@@ -8,7 +8,7 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { connectMqtt, deviceOf, eventually, projected, publish } from '../ingest/support.js';
 import type { GivenUser } from '../users/given.js';
 import { givenTenant } from './given.js';
-import { FUZZ_SEED, ODD_TEXT, deepNesting, jsonText, oddJson, oddKey, oddNumber, oddText, put, runsScaled, textOf } from './fuzz.js';
+import { ECHO_TRANSLATOR, FUZZ_SEED, ODD_TEXT, deepNesting, echoUplinkHex, jsonText, oddJson, oddKey, oddNumber, oddText, put, runsScaled, textOf } from './fuzz.js';
 import { MAX_PACKET_BYTES, MAX_PAYLOAD_BYTES } from '../../ingest/broker.js';
 
 /**
@@ -72,6 +72,7 @@ interface Case {
 }
 
 const RUNS = runsScaled(150);
+const SENSOR = 'alice-sensor-1';
 const BOB_PER_CASE = 12;
 
 const fuzz = suite<World>('MQTT fuzzing: one tenant\'s hostile publishes never cost another tenant a message');
@@ -98,23 +99,13 @@ fuzz.before(async (w) => {
   await a.endAsync();
   const device = await deviceOf(t, w.alice.topic, w.alice.user.token);
   w.aliceDevice = device._id;
-  const echo = await t.call('POST', '/api/translators', {
-    token: w.alice.user.token,
-    body: {
-      name: 'alice-echo',
-      version: '1.0.0',
-      spec: { text: 'string', echo: 'object' },
-      code: `function translate({ encodedData }) {
-  const text = Buffer.from(encodedData.hexEncoded, 'hex').toString('utf8');
-  let echo = null;
-  try { echo = JSON.parse(text); } catch (e) {}
-  return { result: { text, echo } };
-}`,
-    },
-  });
+  const echo = await t.call('POST', '/api/translators', { token: w.alice.user.token, body: { name: 'alice-echo', version: '1.0.0', ...ECHO_TRANSLATOR } });
   assert.is(echo.status, 201, echo.text);
   const prefs = await t.call('PUT', `/api/iotnodes/${w.aliceDevice}`, { token: w.alice.user.token, body: { translatorPreferences: [{ name: 'alice-echo', version: '1.0.0', upgradePolicy: 'none' }] } });
   assert.is(prefs.status, 200, prefs.text);
+  // A sub-device of hers, which her uplinks may update as a gateway's do.
+  const sensor = await t.call('POST', '/api/iotnodes', { token: w.alice.user.token, body: { name: 'alice sensor', secret: SENSOR } });
+  assert.is(sensor.status, 201, sensor.text);
 
   w.bobClient = await connectMqtt(t, w.bob.username, w.bob.password, { clientId: 'bob-steady' });
   w.bobClosed = false;
@@ -155,8 +146,6 @@ function topicOf(w: World): fc.Arbitrary<string> {
   );
 }
 
-const HEX_OF = (v: unknown) => Buffer.from(typeof v === 'string' ? v : jsonText(v), 'utf8').toString('hex');
-
 /** A JSON object payload with `bytes` total bytes (a padding field sized to fit). */
 const sized = (bytes: number) => {
   const shell = '{"pad":""}';
@@ -188,11 +177,11 @@ const payloadOf: fc.Arbitrary<{ payload: Buffer; label: string }> = fc.oneof(
   {
     arbitrary: fc
       .oneof(
-        fc.oneof(oddText(), oddJson, deepNesting).map((v) => ({ hexEncoded: HEX_OF(v), port: 1 })),
+        echoUplinkHex([SENSOR, 'svc/generic/v2/bob-plant']).map((hexEncoded) => ({ hexEncoded, port: 1 })),
         fc.record({ hexEncoded: fc.oneof(oddText().map(textOf), fc.constant('zz'), fc.constant('a')), port: fc.oneof(fc.integer({ min: -1, max: 70_000 }), oddJson) }),
       )
       .map((encodedData) => ({ payload: Buffer.from(jsonText({ encodedData })), label: 'uplink' })),
-    weight: 3,
+    weight: 5,
   },
   { arbitrary: fc.uint8Array({ maxLength: 512 }).map((b) => ({ payload: Buffer.from(b), label: 'bytes' })), weight: 2 },
   {
@@ -375,9 +364,9 @@ async function runCase(w: World, c: Case, logsBefore: number): Promise<void> {
 
 fuzz('Alice\'s hostile publishes are refused alone: Bob\'s messages are all acknowledged and stored exactly once, his connection stays open, and Alice recovers', async (w) => {
   await fc.assert(fc.asyncProperty(caseOf(w), (c) => check(w, c)), { seed: FUZZ_SEED, numRuns: RUNS, includeErrorInReport: true });
-  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM es.events WHERE type = 'DeviceReported' AND metadata->>'actor' = ${`credentials:${w.alice.setId}`}
-    AND NOT data->'payload' ? 'probe'`.execute(w.t.platform.deps.db);
-  console.log(`  fuzz-mqtt: ${w.cases} cases, ${w.published} hostile publishes (${rows[0]!.n} stored as reports), ${w.seq} of Bob's, in ${((Date.now() - w.started) / 1000).toFixed(1)} s (seed ${FUZZ_SEED})`);
+  const { rows } = await sql<{ reports: number; sensor: number }>`SELECT count(*)::int AS reports, count(*) FILTER (WHERE data->>'id' <> ${w.aliceDevice})::int AS sensor
+    FROM es.events WHERE type = 'DeviceReported' AND metadata->>'actor' = ${`credentials:${w.alice.setId}`} AND NOT data->'payload' ? 'probe'`.execute(w.t.platform.deps.db);
+  console.log(`  fuzz-mqtt: ${w.cases} cases, ${w.published} hostile publishes (${rows[0]!.reports} stored as reports, ${rows[0]!.sensor} of them sub-device updates), ${w.seq} of Bob's, in ${((Date.now() - w.started) / 1000).toFixed(1)} s (seed ${FUZZ_SEED})`);
 });
 
 fuzz('Alice\'s refusals are logged on her own set, and none on Bob\'s', async (w) => {

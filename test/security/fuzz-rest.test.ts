@@ -8,7 +8,7 @@ import { loadOpenApi, operationMatcher, type OpenApiDocument } from '../../api/o
 import { startTestPlatform, type Response, type TestPlatform } from '../support/platform.js';
 import { givenUser, type GivenUser } from '../users/given.js';
 import { assertNothingWritten, givenTenant, TENANT_ROLE } from './given.js';
-import { FUZZ_SEED, ODD_TEXT, Raw, SchemaArbitraries, deepNesting, jsonText, oddJson, oddKey, oddText, percent, runsScaled, textOf } from './fuzz.js';
+import { ECHO_TRANSLATOR, FUZZ_SEED, ODD_TEXT, Raw, SchemaArbitraries, echoUplinkHex, jsonText, oddJson, oddKey, oddText, percent, runsScaled, textOf } from './fuzz.js';
 
 /**
  * Property-based fuzzing of every operation the OpenAPI document declares,
@@ -147,19 +147,7 @@ fuzz.before(async (w) => {
     assert.ok(res.status < 300, `${method} ${path}: ${res.status} ${res.text}`);
     return res.body;
   };
-  const echo = {
-    name: 'fuzz-echo',
-    version: '1.0.0',
-    match: { deviceModelName: 'fuzz-echo-model' },
-    spec: { text: 'string', echo: 'object' },
-    // Reflects the uplink into its result: whatever odd text or shape the bytes carry reaches the platform's check of translator results.
-    code: `function translate({ encodedData }) {
-  const text = Buffer.from(encodedData.hexEncoded, 'hex').toString('utf8');
-  let echo = null;
-  try { echo = JSON.parse(text); } catch (e) {}
-  return { result: { text, echo } };
-}`,
-  };
+  const echo = { version: '1.0.0', ...ECHO_TRANSLATOR };
   const png = Buffer.from('89504e470d0a1a0a0000000d494844520000000100000001080600000000', 'hex');
 
   const owners: [Owner, GivenUser][] = [['admin', fuzzAdmin], ['tenant', alice], ['other', bob]];
@@ -257,7 +245,6 @@ function schemaArbitraries(w: World, caller: Caller): SchemaArbitraries {
   const semver = fc.tuple(fc.nat(3), fc.nat(3), fc.nat(3)).map((v) => v.join('.'));
   const topicLevel = fc.stringMatching(/^[a-z0-9-]{1,10}$/);
   const odd = fc.constantFrom(...ODD_TEXT);
-  const hexOf = (a: fc.Arbitrary<unknown>) => a.map((v) => Buffer.from(typeof v === 'string' ? v : jsonText(v), 'utf8').toString('hex'));
   return new SchemaArbitraries(w.doc, {
     named: {
       Id: allIds,
@@ -293,7 +280,7 @@ function schemaArbitraries(w: World, caller: Caller): SchemaArbitraries {
       'ChannelMqtt.recipient': fc.oneof(userIds, idsOf(w, 'credentialsSet', caller)),
       'TranslatorUpload.spec': fc.constantFrom({ text: 'string', echo: 'object' }, { level: { type: 'number', unit: '%', quantity: 'level' } }, {}),
       'TranslatorUpload.code': fc.constantFrom('function translate(input) { return { result: {} }; }', 'function translate({ encodedData }) { return { result: { text: encodedData.hexEncoded } }; }', 'function translate() { return { result: { text: "\\u0000" } }; }'),
-      'Uplink.encodedData.hexEncoded': fc.oneof(hexOf(oddText()), hexOf(oddJson), hexOf(deepNesting)),
+      'Uplink.encodedData.hexEncoded': echoUplinkHex(w.topics),
       'UserAttributes.roles[]': idsOf(w, 'role', caller),
       'PasswordChange.currentPassword': fc.constant(w.callers[caller].password),
       'query:resourceId': allIds,

@@ -214,6 +214,34 @@ function owned(o: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
+/**
+ * A translator that reflects the uplink's bytes into its result, so whatever
+ * odd text or shape the bytes carry reaches the platform's check of
+ * translator results; bytes that are JSON with `updates` become sub-device
+ * updates (`additionalDeviceUpdates`), as a gateway's decoder returns them.
+ */
+export const ECHO_TRANSLATOR = {
+  spec: { text: 'string', echo: 'object' },
+  code: `function translate({ encodedData }) {
+  const text = Buffer.from(encodedData.hexEncoded, 'hex').toString('utf8');
+  let echo = null;
+  try { echo = JSON.parse(text); } catch (e) {}
+  if (echo && Array.isArray(echo.updates)) return { result: { text }, additionalDeviceUpdates: echo.updates };
+  return { result: { text, echo } };
+}`,
+};
+
+/** Uplink bytes (as hex) for the echo translator: odd text, odd JSON, deep nesting, sub-device updates for `identifiers` and odd ones. */
+export function echoUplinkHex(identifiers: string[]): fc.Arbitrary<string> {
+  const hexOf = (a: fc.Arbitrary<unknown>) => a.map((v) => Buffer.from(typeof v === 'string' ? v : jsonText(v), 'utf8').toString('hex'));
+  const identifier = fc.oneof(...(identifiers.length ? [{ arbitrary: fc.constantFrom(...identifiers), weight: 3 }] : []), { arbitrary: oddText().map(textOf), weight: 1 });
+  // Results within the spec (`text`, `echo`) carrying odd content, or outside it.
+  const odd = <T>(usual: fc.Arbitrary<T>) => fc.oneof({ arbitrary: usual, weight: 2 }, { arbitrary: oddJson, weight: 1 });
+  const result = odd(fc.record({ text: fc.oneof({ arbitrary: fc.string(), weight: 2 }, { arbitrary: oddText(), weight: 1 }), echo: odd(fc.object({ maxDepth: 2 })) }, { requiredKeys: [] }));
+  const updates = fc.array(fc.record({ identifier, result }), { minLength: 1, maxLength: 3 }).map((u) => ({ updates: u }));
+  return fc.oneof(hexOf(oddText()), hexOf(oddJson), hexOf(deepNesting), { arbitrary: hexOf(updates), weight: 3 });
+}
+
 type Schema = Record<string, any>;
 
 /** An arbitrary, or one made from the schema arbitraries (to reuse a sub-schema's). */
