@@ -16,7 +16,8 @@ import { MAX_PACKET_BYTES, MAX_PAYLOAD_BYTES } from '../../ingest/broker.js';
  * credentials set publishes hostile messages (arbitrary bytes, JSON of odd
  * shapes, NUL and lone surrogates, deep nesting, payloads at and past the
  * 256 KiB cap, topics below her reserved topic with odd levels, other sets'
- * topics, raw packets written on the socket) while Bob's set, another
+ * topics, raw packets written on the socket; now and then under the client
+ * id of Bob's connection) while Bob's set, another
  * tenant's, publishes valid QoS 1 messages in the same ingest batches. Then:
  * - every message of Bob's is acknowledged and stored exactly once, and his
  *   one connection stays open through every case;
@@ -65,6 +66,8 @@ interface Message {
   label: string;
 }
 interface Case {
+  /** Alice's client id: her own, or the one Bob's connection uses. */
+  clientId: string;
   messages: Message[];
   /** Written as raw packets (hand-framed, any topic bytes), then optionally junk bytes after them. */
   raw: boolean;
@@ -73,6 +76,7 @@ interface Case {
 
 const RUNS = runsScaled(150);
 const SENSOR = 'alice-sensor-1';
+const BOB_CLIENT_ID = 'bob-steady';
 const BOB_PER_CASE = 12;
 
 const fuzz = suite<World>('MQTT fuzzing: one tenant\'s hostile publishes never cost another tenant a message');
@@ -107,7 +111,7 @@ fuzz.before(async (w) => {
   const sensor = await t.call('POST', '/api/iotnodes', { token: w.alice.user.token, body: { name: 'alice sensor', secret: SENSOR } });
   assert.is(sensor.status, 201, sensor.text);
 
-  w.bobClient = await connectMqtt(t, w.bob.username, w.bob.password, { clientId: 'bob-steady' });
+  w.bobClient = await connectMqtt(t, w.bob.username, w.bob.password, { clientId: BOB_CLIENT_ID });
   w.bobClosed = false;
   w.bobReceived = [];
   w.bobClient.on('close', () => (w.bobClosed = true));
@@ -223,14 +227,15 @@ const rawTopicOf = (w: World): fc.Arbitrary<string | Buffer> =>
   );
 
 function caseOf(w: World): fc.Arbitrary<Case> {
-  const client = fc.array(messageOf(w), { minLength: 1, maxLength: 5 }).map((messages): Case => ({ messages, raw: false, junk: null }));
+  const clientId = fc.oneof({ arbitrary: fc.constant(''), weight: 4 }, { arbitrary: fc.constant(BOB_CLIENT_ID), weight: 1 });
+  const client = fc.tuple(clientId, fc.array(messageOf(w), { minLength: 1, maxLength: 5 })).map(([id, messages]): Case => ({ clientId: id, messages, raw: false, junk: null }));
   const raw = fc
-    .tuple(fc.array(fc.tuple(messageOf(w), rawTopicOf(w)).map(([m, topic]) => ({ ...m, topic })), { minLength: 1, maxLength: 4 }), fc.option(fc.uint8Array({ minLength: 1, maxLength: 64 }).map((b) => Buffer.from(b)), { nil: null, freq: 3 }))
-    .map(([messages, junk]): Case => ({ messages, raw: true, junk }));
+    .tuple(clientId, fc.array(fc.tuple(messageOf(w), rawTopicOf(w)).map(([m, topic]) => ({ ...m, topic })), { minLength: 1, maxLength: 4 }), fc.option(fc.uint8Array({ minLength: 1, maxLength: 64 }).map((b) => Buffer.from(b)), { nil: null, freq: 3 }))
+    .map(([id, messages, junk]): Case => ({ clientId: id, messages, raw: true, junk }));
   return fc.limitShrink(
     fc.oneof({ arbitrary: client, weight: 4 }, { arbitrary: raw, weight: 1 }).map((c) =>
       Object.defineProperty(c, fc.toStringMethod, {
-        value: () => `${c.raw ? 'raw ' : ''}[${c.messages.map((m) => `${m.label} (qos ${m.qos}${m.retain ? ', retain' : ''}): ${JSON.stringify(m.payload.subarray(0, 120).toString('utf8'))}${m.payload.length > 120 ? `… ${m.payload.length} bytes` : ''}`).join(' | ')}]${c.junk ? ` then junk ${c.junk.toString('hex')}` : ''}`,
+        value: () => `${c.raw ? 'raw ' : ''}${c.clientId ? `as client ${c.clientId} ` : ''}[${c.messages.map((m) => `${m.label} (qos ${m.qos}${m.retain ? ', retain' : ''}): ${JSON.stringify(m.payload.subarray(0, 120).toString('utf8'))}${m.payload.length > 120 ? `… ${m.payload.length} bytes` : ''}`).join(' | ')}]${c.junk ? ` then junk ${c.junk.toString('hex')}` : ''}`,
       }),
     ),
     30,
@@ -271,7 +276,7 @@ async function sendRaw(w: World, c: Case): Promise<void> {
   socket.on('error', () => undefined);
   let received = Buffer.alloc(0);
   socket.on('data', (d: Buffer) => (received = Buffer.concat([received, d])));
-  socket.write(connectPacket(`alice-raw-${w.cases}`, w.alice.username, w.alice.password));
+  socket.write(connectPacket(c.clientId || `alice-raw-${w.cases}`, w.alice.username, w.alice.password));
   const expected = c.messages.filter((m) => m.qos === 1).length;
   // CONNACK is 4 bytes, each PUBACK 4 more.
   const answered = (async () => {
@@ -287,7 +292,7 @@ async function sendRaw(w: World, c: Case): Promise<void> {
 async function sendClient(w: World, c: Case): Promise<void> {
   let alice: MqttClient;
   try {
-    alice = await connectMqtt(w.t, w.alice.username, w.alice.password, { clientId: `alice-${w.cases}` });
+    alice = await connectMqtt(w.t, w.alice.username, w.alice.password, { clientId: c.clientId || `alice-${w.cases}` });
   } catch (err) {
     throw new Error(`Alice could not connect: ${(err as Error).message}`);
   }
