@@ -19,6 +19,8 @@ export interface Routes {
   parsers?: RequestHandler[];
   /** Mounted after validation and authentication, in order. */
   routers: express.Router[];
+  /** The control panel, served at `/` before authentication (its pages are public; its data comes from the API). */
+  panel?: express.Router;
   /** True when the platform is ready to serve (database, event store and projections up). */
   health: () => Promise<{ ready: boolean; detail: Record<string, unknown> }>;
 }
@@ -48,6 +50,8 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     const { ready, detail } = await routes.health();
     res.status(ready ? 200 : 503).json({ status: ready ? 'ok' : 'starting', ...detail });
   });
+
+  if (routes.panel) app.use(routes.panel);
 
   // Authentication and the role check come before body parsing and validation: an anonymous caller gets 401 and a
   // caller whose role does not allow the method gets 403 `Forbidden`, never a verdict on a body they may not send.

@@ -6,6 +6,7 @@ import {
   ConflictError,
   ForbiddenError,
   NotFoundError,
+  BadGatewayError,
   BadRequestError,
   PayloadTooLargeError,
   PlatformError,
@@ -21,7 +22,9 @@ import {
 /**
  * The one place errors become HTTP. Error bodies are `text/plain`: the
  * message itself, such as `Forbidden` or `ERR - name must NOT have more than
- * 50 characters`, exactly as the contract shows them.
+ * 50 characters`, exactly as the contract shows them. A validation that found
+ * several problems at once answers JSON instead: `{message, errors: [{field,
+ * problem}]}`, the message being the first problem in the contract's form.
  */
 export function statusOf(error: PlatformError): number {
   if (error instanceof ValidationError || error instanceof UnprocessableError) return 422;
@@ -35,6 +38,7 @@ export function statusOf(error: PlatformError): number {
   if (error instanceof UnsupportedMediaTypeError) return 415;
   if (error instanceof TooManyRequestsError) return 429;
   if (error instanceof BadRequestError) return 400;
+  if (error instanceof BadGatewayError) return 502;
   return 400;
 }
 
@@ -127,5 +131,9 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     }
   }
   if (res.headersSent) return;
+  if (err instanceof ValidationError && err.problems) {
+    res.status(status).json({ message, errors: err.problems });
+    return;
+  }
   res.status(status).type('text/plain').send(message);
 };

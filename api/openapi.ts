@@ -1,5 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import { ValidationError } from '../domain/shared/errors.js';
+import { describe } from './dashboards/rules.js';
 
 /** The OpenAPI document, the single source of request shapes; read once per process. */
 export type OpenApiDocument = {
@@ -39,4 +43,26 @@ export function operationMatcher(openapi: OpenApiDocument): (method: string, pat
   }
   for (const list of byMethod.values()) list.sort((a, b) => b.literals - a.literals);
   return (method, path) => byMethod.get(method.toUpperCase())?.find((o) => o.pattern.test(path))?.operation ?? null;
+}
+
+/**
+ * Validators of named schemas of the document (`#/components/schemas/<name>`),
+ * compiled once, for checks the request validator cannot make because the
+ * schema depends on the request (a command's `data`, by its command).
+ * A failing value is a `ValidationError` naming the first failing field under `prefix`.
+ */
+export function schemaChecks(openapi: OpenApiDocument): (name: string, value: unknown, prefix: string) => void {
+  const ajv = new Ajv({ strict: false, allErrors: false, useDefaults: true, validateSchema: false });
+  addFormats.default(ajv);
+  ajv.addSchema({ $id: 'openapi', components: { schemas: structuredClone(openapi.components.schemas) } });
+  const compiled = new Map<string, ValidateFunction>();
+  return (name, value, prefix) => {
+    let validate = compiled.get(name);
+    if (!validate) {
+      if (!openapi.components.schemas[name]) throw new Error(`api/openapi.yaml has no components.schemas.${name}`);
+      validate = ajv.compile({ $ref: `openapi#/components/schemas/${name}` });
+      compiled.set(name, validate);
+    }
+    if (!validate(value)) throw new ValidationError(`ERR - ${describe(validate.errors![0]!, prefix)}`);
+  };
 }

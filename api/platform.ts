@@ -18,7 +18,6 @@ import { roleRoutes } from './access/roles.js';
 import { accessRightRoutes } from './access/rights.js';
 import { usergroupRoutes } from './usergroups/routes.js';
 import { geofenceRoutes } from './geofences/routes.js';
-import { GeofenceTracking } from './geofences/tracking.js';
 import { dashboardRoutes } from './dashboards/routes.js';
 import { imageRoutes, imageUploadParser } from './images/routes.js';
 import { startPrivateCluster, type PrivateCluster } from '../migrations/cluster.js';
@@ -33,11 +32,20 @@ import { createIngest } from '../ingest/index.js';
 import { deviceRoutes } from './devices/routes.js';
 import { credentialsRoutes } from './credentials/routes.js';
 import { channelRoutes } from './channels/routes.js';
+import { connectorRoutes } from './connectors/routes.js';
+import { commandRoutes } from './commands/routes.js';
+import { integrationRoutes } from './integrations/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { createSandbox } from '../sandbox/index.js';
 import { Translation } from '../ingest/translate.js';
 import { translatorRoutes } from './translators/routes.js';
 import { uplinkRoutes } from './translators/uplinks.js';
+import { GeofenceTracking } from '../reactors/geofences/tracking.js';
+import { MqttOutput } from '../reactors/channels/mqtt.js';
+import { HttpChannels } from '../reactors/channels/http.js';
+import { CommandDelivery } from '../reactors/commands/delivery.js';
+import { panelRoutes } from './web.js';
+import { liveChannelRoutes } from './channels/live.js';
 
 export interface Platform {
   deps: Deps;
@@ -115,9 +123,11 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config), principals };
     await bootstrapAdmin(deps);
 
-    const app = createApp(deps, loadOpenApi(), {
+    const openapi = loadOpenApi();
+    const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), deviceRoutes(deps, ingest), credentialsRoutes(deps, (topic, message) => ingest.broker ? ingest.broker.publish(topic, message, 1) : Promise.reject(new Error('the MQTT broker is not running'))), channelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      panel: panelRoutes(),
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -141,9 +151,22 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     });
     started.push(() => ingest.stop());
     const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
-    const tracking = new GeofenceTracking(deps);
-    started.push(() => tracking.stop());
-    await tracking.start();
+
+    // Reactors: side effects driven by committed events, each from its own checkpoint.
+    const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs };
+    const reactors = [
+      new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
+      new HttpChannels(store, db, ingest.registry, ingest.logs, log),
+      new GeofenceTracking(deps),
+      new CommandDelivery({ ...reactorDeps, projections }, (connector, topic, message) => {
+        if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
+        return Promise.reject(new Error('external brokers are not connected in this build'));
+      }),
+    ];
+    for (const reactor of reactors) {
+      started.push(() => reactor.stop());
+      await reactor.start();
+    }
     const httpPort = (server.address() as AddressInfo).port;
     log.info({ port: httpPort }, 'HTTP listening');
 

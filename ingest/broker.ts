@@ -13,7 +13,7 @@ import { verifyToken } from '../api/auth/tokens.js';
 import type { Registry } from './registry.js';
 import { dedupKey, type IngestPipeline } from './pipeline.js';
 import { jsonProblem, textProblem } from '../domain/shared/json.js';
-import type { LogWriter } from './logWriter.js';
+import type { LogWriter } from '../domain/logs/writer.js';
 
 /** Payloads above this size are refused (acknowledged, not stored, logged): 256 KiB. */
 export const MAX_PAYLOAD_BYTES = 256 * 1024;
@@ -299,6 +299,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       const hash = createHash('sha1').update(topic).update('\u0000').update(payload).digest('hex').slice(0, 16);
       const messageId = packet.qos > 0 ? (packet as PublishPacket).messageId : undefined;
       pipeline.submit({
+        kind: 'topic',
         reserved: resolved.reserved,
         path: resolved.path,
         topic,

@@ -1,4 +1,6 @@
 import type { Server as HttpServer } from 'node:http';
+import { createHash } from 'node:crypto';
+import { UnavailableError } from '../domain/shared/errors.js';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
@@ -6,17 +8,15 @@ import type { Database } from '../projections/database.js';
 import { purgeExpiredLogs } from '../projections/logs.js';
 import { Registry } from './registry.js';
 import { IngestPipeline, type PipelineOptions } from './pipeline.js';
-import { LogWriter } from './logWriter.js';
+import { LogWriter } from '../domain/logs/writer.js';
 import { startBroker, type Broker } from './broker.js';
-import { ChangeSubscriber, mqttDelivery } from './output.js';
-import { HttpChannels } from './http.js';
 
 /**
- * The data path: the registry the broker decides with, the ingest pipeline,
- * the broker, and the subscribers that deliver device changes to channels.
- * Built in two steps: `createIngest` before the projection runner starts (its
- * registry projection runs inside the runner), `start` once the read models
- * have caught up.
+ * The inbound data path: the registry the broker decides with, the ingest
+ * pipeline and the broker. Built in two steps: `createIngest` before the
+ * projection runner starts (its registry projection runs inside the runner),
+ * `start` once the read models have caught up. What goes out again (output
+ * topics, channels, downlinks) is in `reactors/`.
  */
 export interface Ingest {
   registry: Registry;
@@ -24,6 +24,12 @@ export interface Ingest {
   exclusive<T>(fn: () => Promise<T>): Promise<T>;
   /** Set once started. */
   broker: Broker | null;
+  /**
+   * A report for a known device from outside the broker (a network server's
+   * uplink): through the same pipeline as MQTT, decoded by the device's
+   * translators; resolves once stored (or recognised as a repeat by `dedupKey`).
+   */
+  report(r: { deviceId: string; connectorId: string; topic: string; payload: Record<string, unknown>; receivedAt: string; correlationId: string; dedupKey: string }): Promise<void>;
   start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string }): Promise<Broker>;
   stop(): Promise<void>;
 }
@@ -33,24 +39,32 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
   await registry.load(db);
   const logs = new LogWriter(store, log);
   const pipeline = new IngestPipeline(store, db, registry, logs, log, options);
-  let output: ChangeSubscriber | null = null;
-  let http: HttpChannels | null = null;
   let purge: NodeJS.Timeout | null = null;
 
   const ingest: Ingest = {
     registry,
     logs,
     exclusive: (fn) => pipeline.exclusive(fn),
+    report: (r) =>
+      new Promise<void>((resolve, reject) => {
+        const hash = createHash('sha1').update(r.topic).update('\u0000').update(JSON.stringify(r.payload)).digest('hex').slice(0, 16);
+        pipeline.submit({
+          kind: 'device',
+          deviceId: r.deviceId,
+          connectorId: r.connectorId,
+          topic: r.topic,
+          payload: r.payload,
+          receivedAt: r.receivedAt,
+          correlationId: r.correlationId,
+          dedup: { key: r.dedupKey, hash, redelivery: true },
+          done: (err) => (err ? reject(new UnavailableError('ERR - the uplink could not be stored now; send it again')) : resolve()),
+        });
+      }),
     broker: null,
     async start({ mqttPort, httpServer, jwtSecret }) {
       await pipeline.seed();
       const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret });
       ingest.broker = broker;
-      const has = (test: (protocol: string) => boolean) => (deviceId: string) => registry.channelsOf(deviceId).some((c) => test(c.protocol));
-      output = new ChangeSubscriber('output-mqtt', store, db, log, mqttDelivery(registry, (topic, payload) => broker.publish(topic, payload, 1), logs, () => broker.holdConsumers()), has((p) => p !== 'http'));
-      http = new HttpChannels(store, db, registry, logs, log);
-      await output.start();
-      await http.start();
       purge = setInterval(() => {
         purgeExpiredLogs(db).catch((err) => log.error({ err }, 'purging expired log entries failed'));
       }, 60_000);
@@ -61,8 +75,6 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
       if (purge) clearInterval(purge);
       await ingest.broker?.close();
       await pipeline.close();
-      await output?.stop();
-      await http?.stop();
     },
   };
   return ingest;

@@ -6,20 +6,39 @@ import type { NewEvent } from '../domain/shared/events.js';
 import { newResourceId } from '../domain/shared/ids.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 import { toNewEvent } from '../domain/shared/decider.js';
-import { deviceStream, mqttRegistration, refusedSubTopicField, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { decideReport, deviceStream, mqttRegistration, type DeviceDoc } from '../domain/devices/device.js';
 import { accessDecider, accessStream } from '../domain/access/rights.js';
 import type { Scope } from '../domain/access/scopes.js';
 import type { Database } from '../projections/database.js';
 import type { Registry, ReservedTopicInfo } from './registry.js';
-import type { LogWriter } from './logWriter.js';
+import type { LogWriter } from '../domain/logs/writer.js';
 import type { Decoder } from './translate.js';
 
-/** An accepted publish, waiting to become a device event. */
-export interface IngestMessage {
-  reserved: ReservedTopicInfo;
-  /** Levels below the reserved topic; empty for the reserved topic itself. */
-  path: string[];
-  topic: string;
+/**
+ * An accepted report, waiting to become a device event. It comes either on
+ * a reserved MQTT topic (the device is the one whose secret is the reserved
+ * topic, created by its first message) or for a device already known (a
+ * network server's uplink, found by its connector and DevEUI).
+ */
+export type IngestMessage = IngestCommon & (
+  | {
+      kind: 'topic';
+      reserved: ReservedTopicInfo;
+      /** Levels below the reserved topic; empty for the reserved topic itself. */
+      path: string[];
+      topic: string;
+    }
+  | {
+      kind: 'device';
+      deviceId: string;
+      /** Where it came from, as `DeviceReported.topic`: `integration:<name>/<connectorId>`. */
+      topic: string;
+      /** The connector it came through: its actor, and where refusals are logged. */
+      connectorId: string;
+    }
+);
+
+interface IngestCommon {
   payload: DeviceDoc;
   receivedAt: string;
   /** `mqtt:<hash>:<packet id or ->:<client id>`: the message, as correlation id of its event. */
@@ -45,6 +64,10 @@ export interface PipelineOptions {
 
 /** Recently stored QoS > 0 messages kept for recognising redeliveries. */
 const DEDUP_CAPACITY = 200_000;
+
+/** Who a message is stored for, and where its refusals are logged: its credentials set, or its connector. */
+const ownerOf = (m: IngestMessage) =>
+  m.kind === 'topic' ? { actor: `credentials:${m.reserved.setId}`, resourceId: m.reserved.setId, resourceType: 'credentialsSet' } : { actor: `connector:${m.connectorId}`, resourceId: m.connectorId, resourceType: 'connector' };
 
 /** The redelivery key of a message: packet ids are per client id, and client ids per credentials set. */
 export const dedupKey = (setId: string, clientId: string, packetId: number | string) => `${setId}\u0000${clientId}\u0000${packetId}`;
@@ -204,37 +227,28 @@ export class IngestPipeline {
 
   /** A message that will not be stored, logged on its credentials set; its publisher gets its PUBACK. */
   private refuse(m: IngestMessage, why: string): void {
+    const owner = ownerOf(m);
     this.logs.write({
-      resourceId: m.reserved.setId,
-      resourceType: 'credentialsSet',
+      resourceId: owner.resourceId,
+      resourceType: owner.resourceType,
       type: 'error',
       priority: 'high',
       category: 'update',
-      message: `MQTT message on ${m.topic} not stored: ${why}`,
+      message: m.kind === 'topic' ? `MQTT message on ${m.topic} not stored: ${why}` : `Uplink for iotnode ${m.deviceId} not stored: ${why}`,
     }, `refused ${why}`);
   }
 
   /** The events one message becomes, or null when it is answered without storing anything. */
   private async unitOf(m: IngestMessage): Promise<Unit | null> {
-    const secret = m.reserved.topic;
-    let deviceId = this.registry.deviceOfSecret(secret);
-    const context = { actor: `credentials:${m.reserved.setId}`, correlationId: m.correlationId, now: m.receivedAt };
+    const context = { actor: ownerOf(m).actor, correlationId: m.correlationId, now: m.receivedAt };
     const appends = new Map<string, NewEvent[]>();
     const add = (stream: string, event: NewEvent) => appends.set(stream, [...(appends.get(stream) ?? []), event]);
     let created: Unit['created'] = null;
-    const field = refusedSubTopicField(m.path, m.payload);
-    if (field !== null) {
-      this.logs.write({
-        resourceId: m.reserved.setId,
-        resourceType: 'credentialsSet',
-        type: 'warning',
-        priority: 'medium',
-        category: 'update',
-        message: `Message on ${m.topic} dropped: it would write the device field ${field}, which ${field === 'lnglat' ? 'takes only a GeoJSON Point, sent on the field itself' : 'is set by the platform or through the REST API'}`,
-      }, `sub-topic field ${field}`);
-      return null;
-    }
+    const path = m.kind === 'topic' ? m.path : [];
+    let deviceId = m.kind === 'topic' ? this.registry.deviceOfSecret(m.reserved.topic) : m.deviceId;
     if (!deviceId) {
+      if (m.kind !== 'topic') return null;
+      const secret = m.reserved.topic;
       if (m.path.length > 0) {
         // A sub-topic only updates an existing device; it never creates one.
         this.logs.write({
@@ -256,29 +270,31 @@ export class IngestPipeline {
     }
     try {
       // Only reports on the device's own topic are decoded; a device created by this very message has no translator yet.
-      const decoding = m.path.length === 0 ? this.decoder?.decode(deviceId, m.payload, m.receivedAt) : null;
+      const decoding = path.length === 0 ? this.decoder?.decode(deviceId, m.payload, m.receivedAt) : null;
       const decoded = decoding ? await decoding : null;
-      const { kept, dropped } = reportableFields(decoded?.payload ?? m.payload, m.path.length > 0);
-      if (dropped.length) {
+      const report = decideReport({ type: 'ReportDevice', id: deviceId, source: m.topic, path, payload: decoded?.payload ?? m.payload, reportedAt: m.receivedAt });
+      if (report.ignored.length) {
         this.logs.write({
           resourceId: deviceId,
           resourceType: 'device',
           type: 'warning',
           priority: 'low',
           category: 'update',
-          message: `Reported fields ${dropped.join(', ')} were ignored: they are set by the platform or through the REST API, or lnglat is not a GeoJSON Point`,
+          message: `Reported fields ${report.ignored.join(', ')} were ignored: they are set by the platform or through the REST API, or lnglat is not a GeoJSON Point`,
         }, 'ignored fields');
       }
-      const event: DeviceEvent = { type: 'DeviceReported', data: { id: deviceId, topic: m.topic, path: m.path, payload: kept, reportedAt: m.receivedAt } };
-      add(deviceStream(deviceId), toNewEvent(event, context, randomUUID()));
+      for (const event of report.events) add(deviceStream(deviceId), toNewEvent(event, context, randomUUID()));
       for (const u of decoded?.updates ?? []) {
-        const sub: DeviceEvent = { type: 'DeviceReported', data: { id: u.deviceId, topic: m.topic, path: [], payload: u.payload, reportedAt: m.receivedAt } };
-        add(deviceStream(u.deviceId), toNewEvent(sub, context, randomUUID()));
+        for (const event of decideReport({ type: 'ReportDevice', id: u.deviceId, source: m.topic, path: [], payload: u.payload, reportedAt: m.receivedAt }).events) {
+          add(deviceStream(u.deviceId), toNewEvent(event, context, randomUUID()));
+        }
       }
     } catch (err) {
       if (created) this.registry.forgetSecret(created.deviceId);
       throw err;
     }
+    // Nothing to store (a report whose every field was ignored): answered, like a dropped message.
+    if (appends.size === 0) return null;
     return { message: m, appends, created };
   }
 

@@ -7,6 +7,19 @@ import type { ReservedTopicEvent } from '../domain/topics/reservedTopic.js';
 import type { DeviceEvent } from '../domain/devices/device.js';
 import type { ChannelDoc, ChannelEvent, ChannelSecrets, Protocol } from '../domain/channels/channel.js';
 import type { DeviceGroupEvent } from '../domain/devicegroups/deviceGroup.js';
+import type { ConnectorDoc, ConnectorEvent, ConnectorSecrets } from '../domain/connectors/connector.js';
+import type { DeviceDoc } from '../domain/devices/device.js';
+
+export interface ConnectorInfo {
+  id: string;
+  integration: string;
+  doc: ConnectorDoc;
+  secrets: ConnectorSecrets;
+  createdBy: string;
+}
+
+/** How a network server names a device inside a connector: its DevEUI, or its own device id. */
+const deviceKey = (connectorId: string, kind: 'eui' | 'id', value: string) => `${connectorId}\u0000${kind}\u0000${value}`;
 
 export interface CredentialsSetInfo {
   id: string;
@@ -34,7 +47,7 @@ export interface Resolved {
   path: string[];
 }
 
-type RegistryEvent = CredentialsSetEvent | ReservedTopicEvent | DeviceEvent | ChannelEvent | DeviceGroupEvent;
+type RegistryEvent = CredentialsSetEvent | ReservedTopicEvent | DeviceEvent | ChannelEvent | DeviceGroupEvent | ConnectorEvent;
 
 const addTo = <K, V>(map: Map<K, Set<V>>, key: K, value: V) => {
   let set = map.get(key);
@@ -67,8 +80,18 @@ export class Registry {
   private channelsByGroup = new Map<string, Set<string>>();
   private groupMembers = new Map<string, string[]>();
   private groupsByDevice = new Map<string, Set<string>>();
+  private connectors = new Map<string, ConnectorInfo>();
+  private byNetworkKey = new Map<string, string>();
+  /** Each bound device's `connector`, `devEui` and `networkDeviceId`. */
+  private bindings = new Map<string, DeviceDoc>();
 
   async load(db: Kysely<Database>): Promise<void> {
+    for (const r of await db.selectFrom('connectors').select(['id', 'doc', 'secrets', 'created_by']).execute()) {
+      this.connectors.set(r.id, { id: r.id, integration: String(r.doc.integration), doc: r.doc, secrets: r.secrets, createdBy: r.created_by });
+    }
+    const bound = await sql<{ id: string; doc: DeviceDoc }>`SELECT id, jsonb_build_object('connector', doc->'connector', 'devEui', doc->'devEui', 'networkDeviceId', doc->'networkDeviceId') AS doc
+      FROM devices WHERE doc ? 'connector'`.execute(db);
+    for (const r of bound.rows) this.bindDevice(r.id, r.doc);
     for (const r of await db.selectFrom('credentials_sets').selectAll().execute()) {
       this.putSet({ id: r.id, username: r.username, passwordHash: r.password_hash, createdBy: r.created_by });
     }
@@ -124,6 +147,37 @@ export class Registry {
     const old = this.secretByDevice.get(deviceId);
     if (old !== undefined && this.deviceBySecret.get(old) === deviceId) this.deviceBySecret.delete(old);
     this.secretByDevice.delete(deviceId);
+  }
+
+  connector(id: string): ConnectorInfo | undefined {
+    return this.connectors.get(id);
+  }
+
+  /** The device a connector's network server names by this DevEUI (lower case) or by its own device id. */
+  deviceOfNetwork(connectorId: string, ref: { devEui?: string | null; networkDeviceId?: string | null }): string | undefined {
+    return (ref.devEui ? this.byNetworkKey.get(deviceKey(connectorId, 'eui', ref.devEui)) : undefined) ?? (ref.networkDeviceId ? this.byNetworkKey.get(deviceKey(connectorId, 'id', ref.networkDeviceId)) : undefined);
+  }
+
+  /** Indexes a device by its connector and network names; called with the device's fields after every change of them. */
+  bindDevice(deviceId: string, doc: DeviceDoc): void {
+    const keysOf = (d: DeviceDoc | undefined): string[] => {
+      if (!d || typeof d.connector !== 'string') return [];
+      return [
+        ...(typeof d.devEui === 'string' ? [deviceKey(d.connector, 'eui', d.devEui)] : []),
+        ...(typeof d.networkDeviceId === 'string' ? [deviceKey(d.connector, 'id', d.networkDeviceId)] : []),
+      ];
+    };
+    for (const key of keysOf(this.bindings.get(deviceId))) if (this.byNetworkKey.get(key) === deviceId) this.byNetworkKey.delete(key);
+    const binding: DeviceDoc = {};
+    for (const k of ['connector', 'devEui', 'networkDeviceId']) if (typeof doc[k] === 'string') binding[k] = doc[k];
+    if (Object.keys(binding).length) this.bindings.set(deviceId, binding);
+    else this.bindings.delete(deviceId);
+    for (const key of keysOf(binding)) this.byNetworkKey.set(key, deviceId);
+  }
+
+  /** A device's connector and network names, as bound. */
+  bindingOf(deviceId: string): DeviceDoc {
+    return { ...this.bindings.get(deviceId) };
   }
 
   /** The channels that cover a device: its own and those of its groups. */
@@ -195,13 +249,29 @@ export class Registry {
           }
           case 'DeviceRegistered':
             if (typeof e.data.doc.secret === 'string') this.putSecret(e.data.id, e.data.doc.secret);
+            if (e.data.doc.connector !== undefined) this.bindDevice(e.data.id, e.data.doc);
             break;
-          case 'DeviceUpdated':
+          case 'DeviceUpdated': {
             if (typeof e.data.set.secret === 'string') this.putSecret(e.data.id, e.data.set.secret);
             else if (e.data.unset.includes('secret')) this.forgetSecret(e.data.id);
+            const binding = ['connector', 'devEui', 'networkDeviceId'];
+            if (binding.some((k) => k in e.data.set || e.data.unset.includes(k))) {
+              const before = this.bindingOf(e.data.id);
+              const after: DeviceDoc = { ...before, ...Object.fromEntries(binding.filter((k) => k in e.data.set).map((k) => [k, e.data.set[k]])) };
+              for (const k of e.data.unset) delete after[k];
+              this.bindDevice(e.data.id, after);
+            }
             break;
+          }
           case 'DeviceDeleted':
             this.forgetSecret(e.data.id);
+            this.bindDevice(e.data.id, {});
+            break;
+          case 'ConnectorCreated':
+            this.connectors.set(e.data.id, { id: e.data.id, integration: String(e.data.doc.integration), doc: e.data.doc, secrets: e.data.secrets, createdBy: e.data.createdBy });
+            break;
+          case 'ConnectorDeleted':
+            this.connectors.delete(e.data.id);
             break;
           case 'ChannelCreated':
             this.putChannel({ id: e.data.id, protocol: e.data.protocol, doc: e.data.doc, secrets: e.data.secrets });

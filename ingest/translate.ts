@@ -2,16 +2,16 @@ import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
 import type { RecordedEvent } from '../domain/shared/events.js';
-import { applyReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { applyReport, foldReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import { TRANSLATOR_ERROR_RETENTION_MS } from '../domain/logs/logEntry.js';
 import { defaultParameters, type ParameterSpec, type TranslatorEvent } from '../domain/translators/translator.js';
 import { preferencesOf, resolveModel, resolvePreference, type Candidate, type TranslatorPreference } from '../domain/translators/preferences.js';
 import { parseSemver } from '../domain/translators/semver.js';
-import { isTranslatorError, type EncodedData, type Program, type Sandbox, type TranslatorSpec } from '../sandbox/index.js';
+import { isTranslatorError, type EncodedData, type FieldMap, type Program, type Sandbox, type Translation as Decoding, type TranslatorSpec, type UnmappedPolicy } from '../sandbox/index.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 import type { Database } from '../projections/database.js';
 import type { Projection } from '../projections/runner.js';
-import { LogWriter } from './logWriter.js';
+import { LogWriter } from '../domain/logs/writer.js';
 
 /** What the decode stage turns one raw report into. */
 export interface Decoded {
@@ -32,7 +32,23 @@ export interface Decoder {
 interface Loaded extends Candidate {
   spec: TranslatorSpec;
   code: string;
+  fieldMap: FieldMap;
+  unmapped: UnmappedPolicy;
   defaults: Record<string, unknown>;
+}
+
+interface TranslatorRow {
+  id: string;
+  name: string;
+  version: string;
+  createdBy: string;
+  match: Record<string, unknown>;
+  spec: TranslatorSpec;
+  code: string;
+  parameters: Record<string, ParameterSpec>;
+  /** Absent on versions uploaded before field maps existed. */
+  fieldMap?: FieldMap | undefined;
+  unmapped?: UnmappedPolicy | undefined;
 }
 
 interface DeviceInfo {
@@ -75,6 +91,12 @@ const MAX_STRIKE_RECORDS = 1_000;
  */
 export const SUSPEND_AFTER_TIMEOUTS = 3;
 export const SUSPEND_WINDOW_MS = 60_000;
+/**
+ * A codec's data dropped under `unmapped: drop` is counted per device and
+ * translator version, and written to the device's log at most this often:
+ * dropping is the declared intent, so one entry per uplink would be noise.
+ */
+export const DROPPED_LOG_INTERVAL_MS = 3600_000;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -123,6 +145,8 @@ export class Translation implements Decoder {
   private generation = 0;
   /** Translator id → device id → its recent time-outs on that device's uplinks, and when its suspension ends. */
   private timeouts = new Map<string, Map<string, Strikes>>();
+  /** `<translator id> <device id>` → data dropped since the last log entry about it. */
+  private drops = new RecentMemory<string, { since: number; logged: number; count: number; paths: Set<string> }>(MAX_CACHED_DOCS);
   private readonly logs: LogWriter;
   /** Translator calls made, hardware decoders and chained alike. */
   calls = 0;
@@ -138,7 +162,7 @@ export class Translation implements Decoder {
 
   async load(): Promise<void> {
     for (const r of await this.db.selectFrom('translators').selectAll().execute()) {
-      this.putTranslator({ id: r.id, name: r.name, version: r.version, createdBy: r.created_by, match: r.match, spec: r.spec, code: r.code, parameters: r.parameters });
+      this.putTranslator({ id: r.id, name: r.name, version: r.version, createdBy: r.created_by, match: r.match, spec: r.spec, code: r.code, parameters: r.parameters, fieldMap: r.field_map, unmapped: r.unmapped });
     }
     const { rows } = await sql<{ id: string; secret: string | null; created_by: string; prefs: unknown; model: string | null }>`
       SELECT id, secret, created_by, doc->'translatorPreferences' AS prefs, doc->>'deviceModelName' AS model FROM devices`.execute(this.db);
@@ -178,7 +202,7 @@ export class Translation implements Decoder {
     return this.run(deviceId, info, chain, raw, payload, receivedAt).catch((err: unknown) => {
       // A fault of the host, not of a translator: store the report as it came.
       this.log.error({ err, deviceId }, 'decoding an uplink failed');
-      return this.undecoded(deviceId, payload);
+      return this.undecoded(deviceId, payload, receivedAt);
     });
   }
 
@@ -193,7 +217,7 @@ export class Translation implements Decoder {
       const { translator } = chain.decoder;
       if (raw === 'invalid') {
         this.logFailure(deviceId, translator, 'encodedData must be {hexEncoded: <hex string of whole bytes>, port: <number>}', 'input');
-        return this.undecoded(deviceId, payload);
+        return this.undecoded(deviceId, payload, receivedAt);
       }
       const suspended = this.suspendedUntil(translator.id, deviceId);
       if (suspended) {
@@ -203,20 +227,25 @@ export class Translation implements Decoder {
           `suspended for this device until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs on its uplinks within ${SUSPEND_WINDOW_MS / 1000} s; the uplink is stored undecoded`,
           'suspended',
         );
-        return this.undecoded(deviceId, payload);
+        return this.undecoded(deviceId, payload, receivedAt);
       }
       try {
         const program = await this.program(translator);
         this.calls++;
-        const out = await program.decode(raw);
+        const out = await program.decode(raw, { receivedAt, parameters: chain.decoder.parameters });
         merged = { ...payload, ...out.result };
         updates = out.additionalDeviceUpdates ?? [];
+        if (out.warnings || out.dropped) this.logCodecNotes(deviceId, translator, out);
       } catch (error) {
         if (!isTranslatorError(error)) throw error;
         if (error.kind === 'timeout') this.strike(translator.id, deviceId);
         // The sandbox's message already ends with the line and column, when it has them.
-        this.logFailure(deviceId, translator, error.message, error.kind, { ...(error.key ? { key: error.key } : {}), ...(error.logs.length ? { console: error.logs } : {}) });
-        return this.undecoded(deviceId, payload);
+        this.logFailure(deviceId, translator, error.message, error.kind, {
+          ...(error.key ? { key: error.key } : {}),
+          ...(error.codecErrors.length ? { errors: error.codecErrors } : {}),
+          ...(error.logs.length ? { console: error.logs } : {}),
+        });
+        return this.undecoded(deviceId, payload, receivedAt);
       }
     }
     if (chain.chained.length > 0) {
@@ -237,7 +266,7 @@ export class Translation implements Decoder {
           break;
         }
       }
-      this.docs.set(deviceId, applyReport(doc, [], reportableFields(merged, false).kept));
+      this.docs.set(deviceId, foldReport(doc, deviceId, merged, receivedAt));
     }
     return { payload: merged, updates: this.subDevices(deviceId, info, updates) };
   }
@@ -249,9 +278,9 @@ export class Translation implements Decoder {
    * them, as after a decoded report; the read model may not have them yet
    * when the next uplink arrives.
    */
-  private undecoded(deviceId: string, payload: DeviceDoc): Decoded {
+  private undecoded(deviceId: string, payload: DeviceDoc, receivedAt: string): Decoded {
     const cached = this.docs.get(deviceId);
-    if (cached) this.docs.set(deviceId, applyReport(cached, [], reportableFields(payload, false).kept));
+    if (cached) this.docs.set(deviceId, foldReport(cached, deviceId, payload, receivedAt));
     return { payload, updates: [] };
   }
 
@@ -284,6 +313,49 @@ export class Translation implements Decoder {
     return out;
   }
 
+  /**
+   * A codec's `warnings` with a decoded uplink: an entry of the failures'
+   * type and category, one priority lower. Data dropped under `unmapped:
+   * drop`: counted, and written at most once per DROPPED_LOG_INTERVAL_MS.
+   */
+  private logCodecNotes(deviceId: string, translator: Loaded, out: Decoding): void {
+    const name = `${translator.name} ${translator.version.text}`;
+    const data = { translatorId: translator.id, translator: translator.name, version: translator.version.text };
+    const expiresAt = new Date(Date.now() + TRANSLATOR_ERROR_RETENTION_MS).toISOString();
+    if (out.warnings) {
+      this.logs.write(
+        { resourceId: deviceId, resourceType: 'device', type: 'debug', priority: 'low', category: 'system', message: `Translator ${name} warned: ${out.warnings.join('; ')}`.slice(0, 2000), expiresAt, data: { ...data, warnings: out.warnings } },
+        `translator ${translator.id} warnings`,
+      );
+    }
+    if (out.dropped) {
+      const key = `${translator.id} ${deviceId}`;
+      const now = Date.now();
+      const seen = this.drops.get(key) ?? { since: now, logged: 0, count: 0, paths: new Set<string>() };
+      seen.count++;
+      for (const path of out.dropped) if (seen.paths.size < 50) seen.paths.add(path);
+      if (now - seen.logged >= DROPPED_LOG_INTERVAL_MS) {
+        const paths = [...seen.paths];
+        this.logs.write(
+          {
+            resourceId: deviceId,
+            resourceType: 'device',
+            type: 'debug',
+            priority: 'low',
+            category: 'system',
+            message: `Translator ${name} dropped data neither in its fieldMap nor in its spec from ${seen.count} uplink${seen.count === 1 ? '' : 's'} since ${new Date(seen.since).toISOString()}: ${paths.join(', ')}`.slice(0, 2000),
+            expiresAt,
+            data: { ...data, dropped: paths, uplinks: seen.count },
+          },
+          `translator ${translator.id} dropped`,
+        );
+        this.drops.set(key, { since: now, logged: now, count: 0, paths: new Set() });
+      } else {
+        this.drops.set(key, seen);
+      }
+    }
+  }
+
   private logFailure(deviceId: string, translator: Loaded, why: string, kind: string, data: Record<string, unknown> = {}): void {
     const name = `${translator.name} ${translator.version.text}`;
     this.logs.write(
@@ -291,7 +363,7 @@ export class Translation implements Decoder {
         resourceId: deviceId,
         resourceType: 'device',
         type: 'debug',
-        priority: 'low',
+        priority: 'medium',
         category: 'system',
         message: `Translator ${name} failed (${kind}): ${why}`.slice(0, 2000),
         expiresAt: new Date(Date.now() + TRANSLATOR_ERROR_RETENTION_MS).toISOString(),
@@ -333,7 +405,10 @@ export class Translation implements Decoder {
   }
 
   private async program(translator: Loaded): Promise<Program> {
-    return this.sandbox.get(translator.id) ?? this.sandbox.load({ key: translator.id, code: translator.code, spec: translator.spec });
+    return (
+      this.sandbox.get(translator.id) ??
+      this.sandbox.load({ key: translator.id, code: translator.code, spec: translator.spec, fieldMap: translator.fieldMap, unmapped: translator.unmapped })
+    );
   }
 
   private async docOf(deviceId: string): Promise<DeviceDoc> {
@@ -363,7 +438,7 @@ export class Translation implements Decoder {
     return chain;
   }
 
-  private putTranslator(t: { id: string; name: string; version: string; createdBy: string; match: Record<string, unknown>; spec: TranslatorSpec; code: string; parameters: Record<string, ParameterSpec> }): void {
+  private putTranslator(t: TranslatorRow): void {
     const version = parseSemver(t.version);
     if (!version) return;
     const loaded: Loaded = {
@@ -374,6 +449,8 @@ export class Translation implements Decoder {
       deviceModelName: typeof t.match.deviceModelName === 'string' ? t.match.deviceModelName : null,
       spec: t.spec,
       code: t.code,
+      fieldMap: t.fieldMap ?? {},
+      unmapped: t.unmapped ?? 'reject',
       defaults: defaultParameters(t.parameters),
     };
     this.translators.set(t.id, loaded);

@@ -6,6 +6,9 @@ import * as dashboards from './0004_dashboards.js';
 import * as devices from './0005_devices.js';
 import * as translators from './0006_translators.js';
 import * as geofences from './0007_geofences.js';
+import * as reactorCheckpoints from './0010_reactor_checkpoints.js';
+import * as commands from './0011_commands.js';
+import * as translatorCodecs from './0020_translator_codecs.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -19,6 +22,9 @@ export const migrations: Record<string, Migration> = {
   '0005_devices': devices,
   '0006_translators': translators,
   '0007_geofences': geofences,
+  '0010_reactor_checkpoints': reactorCheckpoints,
+  '0011_commands': commands,
+  '0020_translator_codecs': translatorCodecs,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -9,9 +9,10 @@ import type { ProvisioningTables } from './provisioning.js';
 import type { ChannelsTables } from './channels.js';
 import type { LogsTables } from './logs.js';
 import type { TranslatorsTables } from './translators.js';
+import type { CommandsTables } from './commands.js';
 
 /**
  * Every read-model table, one interface per capability. A capability adds its
  * tables here by extending this interface.
  */
-export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables, DevicesTables, ProvisioningTables, ChannelsTables, LogsTables, TranslatorsTables {}
+export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables, DevicesTables, ProvisioningTables, ChannelsTables, LogsTables, TranslatorsTables, CommandsTables {}

@@ -10,6 +10,7 @@ import { provisioningProjection } from './provisioning.js';
 import { channelsProjection } from './channels.js';
 import { logsProjection } from './logs.js';
 import { translatorsProjection } from './translators.js';
+import { commandsProjection } from './commands.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection];

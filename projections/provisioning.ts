@@ -25,6 +25,12 @@ export interface ConnectorsTable {
   id: string;
   doc: ConnectorDoc;
   secrets: ConnectorSecrets;
+  integration: string | null;
+  /** The health of its outbound connections (`ConnectorStatusChanged`, kept by the commands projection). */
+  status: 'ok' | 'failing';
+  last_error: string | null;
+  last_error_at: Date | null;
+  status_at: Date | null;
   created_by: string;
   created_at: Date;
 }
@@ -67,8 +73,8 @@ export const provisioningProjection: Projection = {
           await tx.deleteFrom('reserved_topics').where('id', '=', e.data.id).execute();
           break;
         case 'ConnectorCreated':
-          await sql`INSERT INTO connectors (id, doc, secrets, created_by, created_at)
-            VALUES (${e.data.id}, ${JSON.stringify(e.data.doc)}::jsonb, ${JSON.stringify(e.data.secrets)}::jsonb, ${e.data.createdBy}, ${e.data.at})
+          await sql`INSERT INTO connectors (id, doc, secrets, integration, created_by, created_at)
+            VALUES (${e.data.id}, ${JSON.stringify(e.data.doc)}::jsonb, ${JSON.stringify(e.data.secrets)}::jsonb, ${String(e.data.doc.integration)}, ${e.data.createdBy}, ${e.data.at})
             ON CONFLICT (id) DO NOTHING`.execute(tx);
           break;
         case 'ConnectorDeleted':

@@ -1,6 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Logger } from 'pino';
-import type { EventStore, Subscription } from '../domain/eventstore/port.js';
+import type { EventStore } from '../domain/eventstore/port.js';
+import { CheckpointedSubscriber } from '../domain/eventstore/subscriber.js';
 import { comparePositions, type Position, type RecordedEvent } from '../domain/shared/events.js';
 import { UnavailableError } from '../domain/shared/errors.js';
 import type { Database } from './database.js';
@@ -30,58 +31,65 @@ interface Waiter {
 }
 
 /**
- * Reads the store's global order in batches and applies each batch to every
- * projection in one transaction that also stores the checkpoint, so a crash
- * never applies half a batch, nor one twice.
+ * Applies the store's global order, in batches, to every projection in one
+ * transaction that also stores the checkpoint (the checkpointed subscriber in
+ * transactional mode), so a crash never applies half a batch, nor one twice.
+ * Writers wait here for their events to reach the read models.
  */
 export class ProjectionRunner {
-  private position: Position | null = null;
   private waiters: Waiter[] = [];
-  private subscription: Subscription | null = null;
-  private lastError: unknown = null;
+  private readonly subscriber: CheckpointedSubscriber<Database>;
 
   constructor(
-    private readonly store: EventStore,
+    store: EventStore,
     private readonly db: Kysely<Database>,
     private readonly projections: Projection[],
-    private readonly log: Logger,
+    log: Logger,
     readonly name = 'read-models',
-  ) {}
+  ) {
+    this.subscriber = new CheckpointedSubscriber<Database>({
+      name,
+      store,
+      db,
+      log,
+      batchSize: 1000,
+      transactional: true,
+      handle: async (batch, tx) => {
+        for (const projection of this.projections) await projection.apply(tx!, batch);
+      },
+      done: (batch, last) => {
+        for (const projection of this.projections) projection.committed?.(batch);
+        const ready = this.waiters.filter((w) => comparePositions(last, w.position) >= 0);
+        if (ready.length) {
+          this.waiters = this.waiters.filter((w) => comparePositions(last, w.position) < 0);
+          for (const w of ready) w.resolve();
+        }
+      },
+    });
+  }
 
   /** Applies everything stored so far, then follows live; resolves once caught up. */
   async start(): Promise<void> {
-    this.position = await this.loadCheckpoint();
-    await this.catchUp();
-    this.subscription = this.store.subscribe(
-      {
-        after: this.position,
-        batchSize: 1000,
-        onError: (error) => {
-          this.lastError = error;
-          this.log.error({ err: error, projection: this.name }, 'projection batch failed; retrying');
-        },
-      },
-      (batch) => this.applyBatch(batch),
-    );
+    await this.subscriber.start({ catchUp: true });
   }
 
   async stop(): Promise<void> {
-    await this.subscription?.stop();
-    this.subscription = null;
+    await this.subscriber.stop();
   }
 
   /** True once started and the last batch did not fail. */
   get healthy(): boolean {
-    return this.subscription !== null && this.lastError === null;
+    return this.subscriber.healthy;
   }
 
   get checkpoint(): Position | null {
-    return this.position;
+    return this.subscriber.position;
   }
 
   /** Resolves once the read models include the event at `position`; `UnavailableError` after `timeoutMs`. */
   waitFor(position: Position, timeoutMs: number): Promise<void> {
-    if (this.position && comparePositions(this.position, position) >= 0) return Promise.resolve();
+    const at = this.subscriber.position;
+    if (at && comparePositions(at, position) >= 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         position,
@@ -100,37 +108,7 @@ export class ProjectionRunner {
 
   /** Applies every event stored so far, then returns. Used by rebuild and tests. */
   async catchUp(): Promise<void> {
-    for (;;) {
-      const batch = await this.store.readAll({ after: this.position, limit: 1000 });
-      if (batch.length === 0) return;
-      await this.applyBatch(batch);
-    }
-  }
-
-  private async applyBatch(batch: RecordedEvent[]): Promise<void> {
-    const last = batch[batch.length - 1]!.position;
-    await this.db.transaction().execute(async (tx) => {
-      for (const projection of this.projections) await projection.apply(tx, batch);
-      await sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
-        VALUES (${this.name}, ${String(last.commit)}, ${String(last.prepare)}, now())
-        ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position,
-          prepare_position = EXCLUDED.prepare_position, updated_at = now()`.execute(tx);
-    });
-    this.position = last;
-    this.lastError = null;
-    for (const projection of this.projections) projection.committed?.(batch);
-    const ready = this.waiters.filter((w) => comparePositions(last, w.position) >= 0);
-    if (ready.length) {
-      this.waiters = this.waiters.filter((w) => comparePositions(last, w.position) < 0);
-      for (const w of ready) w.resolve();
-    }
-  }
-
-  private async loadCheckpoint(): Promise<Position | null> {
-    const { rows } = await sql<{ commit_position: string; prepare_position: string }>`
-      SELECT commit_position, prepare_position FROM es.checkpoints WHERE name = ${this.name}`.execute(this.db);
-    const row = rows[0];
-    return row ? { commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) } : null;
+    await this.subscriber.catchUp();
   }
 
   /** Empties every read model and the checkpoint, in one transaction. */
@@ -138,8 +116,7 @@ export class ProjectionRunner {
     const tables = this.projections.flatMap((p) => p.tables);
     await this.db.transaction().execute(async (tx) => {
       if (tables.length) await sql.raw(`TRUNCATE ${tables.join(', ')} CASCADE`).execute(tx);
-      await sql`DELETE FROM es.checkpoints WHERE name = ${this.name}`.execute(tx);
+      await this.subscriber.reset(tx);
     });
-    this.position = null;
   }
 }

@@ -1,9 +1,8 @@
 import { sql } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
-import type { TranslatorEvent } from '../domain/translators/translator.js';
-import type { ParameterSpec } from '../domain/translators/translator.js';
+import type { ParameterSpec, StoredExample, TranslatorEvent } from '../domain/translators/translator.js';
 import { parseSemver } from '../domain/translators/semver.js';
-import type { TranslatorSpec } from '../sandbox/index.js';
+import type { FieldMap, TranslatorSpec, UnmappedPolicy } from '../sandbox/index.js';
 import type { Projection } from './runner.js';
 
 export interface TranslatorsTable {
@@ -23,6 +22,10 @@ export interface TranslatorsTable {
   parameters: Record<string, ParameterSpec>;
   spec: TranslatorSpec;
   code: string;
+  field_map: FieldMap;
+  unmapped: UnmappedPolicy;
+  /** Each example with its `lastResult`. */
+  examples: StoredExample[];
   created_by: string;
   created_at: Date;
 }
@@ -43,9 +46,10 @@ export const translatorsProjection: Projection = {
           const v = parseSemver(d.version);
           if (!v) continue;
           const model = typeof d.match.deviceModelName === 'string' ? d.match.deviceModelName : null;
-          await sql`INSERT INTO translators (id, name, version, major, minor, patch, prerelease, api_version, description, match, device_model_name, parameters, spec, code, created_by, created_at)
+          await sql`INSERT INTO translators (id, name, version, major, minor, patch, prerelease, api_version, description, match, device_model_name, parameters, spec, code, field_map, unmapped, examples, created_by, created_at)
             VALUES (${d.id}, ${d.name}, ${d.version}, ${v.major}, ${v.minor}, ${v.patch}, ${v.pre.length > 0}, ${d.apiVersion}, ${d.description},
-              ${JSON.stringify(d.match)}::jsonb, ${model}, ${JSON.stringify(d.parameters)}::jsonb, ${JSON.stringify(d.spec)}::jsonb, ${d.code}, ${d.createdBy}, ${d.at})
+              ${JSON.stringify(d.match)}::jsonb, ${model}, ${JSON.stringify(d.parameters)}::jsonb, ${JSON.stringify(d.spec)}::jsonb, ${d.code},
+              ${JSON.stringify(d.fieldMap ?? {})}::jsonb, ${d.unmapped ?? 'reject'}, ${JSON.stringify(d.examples ?? [])}::jsonb, ${d.createdBy}, ${d.at})
             ON CONFLICT (id) DO NOTHING`.execute(tx);
           break;
         }

@@ -25,9 +25,19 @@ import {
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { TranslatorError, type TranslatorErrorKind } from './errors.js';
-import { HARNESS_SOURCE, MAX_LOG_LINE_LENGTH, MAX_LOG_LINES, type ThrownError } from './harness.js';
+import {
+  CODE_LINE_OFFSET,
+  ENTRY_POINTS,
+  HARNESS_SOURCE,
+  MAX_LOG_LINE_LENGTH,
+  MAX_LOG_LINES,
+  implicitGlobals,
+  wrapCode,
+  type EntryPoint,
+  type ThrownError,
+} from './harness.js';
 import { preludeSource } from './prelude.js';
-import type { NonFinite } from './result.js';
+import { storableText, type NonFinite } from './result.js';
 
 /** Heap a translator may use, as the platform's limits promise. */
 export const MEMORY_LIMIT_BYTES = 16 * 1024 * 1024;
@@ -84,11 +94,20 @@ export interface ContextLimits {
 
 const LOCATION = new RegExp(`${CODE_FILENAME.replace('.', '\\.')}:(\\d+)(?::(\\d+))?`);
 
+/** The place in the uploaded code; none when the engine pointed into the factory around it. */
 function locate(stack: string): { line?: number; column?: number } {
   const match = LOCATION.exec(stack);
   if (!match) return {};
-  return { line: Number(match[1]), ...(match[2] === undefined ? {} : { column: Number(match[2]) }) };
+  const line = Number(match[1]) - CODE_LINE_OFFSET;
+  if (line < 1) return {};
+  return { line, ...(match[2] === undefined ? {} : { column: Number(match[2]) }) };
 }
+
+/** Which entry points the uploaded code defines. */
+export type Entries = Record<EntryPoint, boolean>;
+
+/** Names on the frozen global object; the same in every context, so read once. */
+let globalNames: ReadonlySet<string> | undefined;
 
 function at(location: { line?: number; column?: number }): string {
   if (location.line === undefined) return '';
@@ -142,7 +161,7 @@ function describeHandle(context: QuickJSContext, handle: QuickJSHandle): ThrownE
 /** Logs come from the sandbox; keep the host's own bounds on them. */
 function asLogs(value: unknown): string[] {
   if (!Array.isArray(value)) return [];
-  return value.slice(0, MAX_LOG_LINES + 1).map((line) => String(line).slice(0, MAX_LOG_LINE_LENGTH + 1));
+  return value.slice(0, MAX_LOG_LINES + 1).map((line) => storableText(String(line).slice(0, MAX_LOG_LINE_LENGTH + 1)));
 }
 
 function asNonFinite(value: unknown): NonFinite[] {
@@ -174,9 +193,11 @@ export class TranslatorContext {
     private readonly runtime: QuickJSRuntime,
     private readonly context: QuickJSContext,
     private readonly harness: QuickJSHandle,
-    private readonly callFn: QuickJSHandle,
+    private readonly functions: Record<EntryPoint, QuickJSHandle>,
     private readonly logsFn: QuickJSHandle,
     private readonly limits: ContextLimits,
+    /** The entry points the code defined when its top level first ran. */
+    readonly entries: Entries,
   ) {}
 
   /** True once the context ran into a failure; it must then be disposed, never reused. */
@@ -191,8 +212,8 @@ export class TranslatorContext {
 
   /**
    * Builds a context for `code`. Throws TranslatorError for problems in the
-   * code (kind `upload` for size, syntax and a missing `translate`; the run
-   * time kinds when its top level times out, runs out of memory or throws).
+   * code (kind `upload` for size, syntax and no entry point; the run time
+   * kinds when its top level times out, runs out of memory or throws).
    */
   static async create(code: string, limits: ContextLimits): Promise<TranslatorContext> {
     if (Buffer.byteLength(code, 'utf8') > MAX_CODE_BYTES) {
@@ -231,6 +252,17 @@ export class TranslatorContext {
         return outcome.value;
       };
       const isThrown = (value: QuickJSHandle | ThrownError): value is ThrownError => !('alive' in value);
+      const callString = (fn: QuickJSHandle, arg?: QuickJSHandle): string | ThrownError => {
+        const outcome = context.callFunction(fn, context.undefined, ...(arg ? [arg] : []));
+        if (outcome.error) {
+          const thrown = describeHandle(context, outcome.error);
+          outcome.error.dispose();
+          return thrown;
+        }
+        const text = context.getString(outcome.value);
+        outcome.value.dispose();
+        return text;
+      };
 
       arm(PRELUDE_TIMEOUT_MS);
       const prelude = evaluate(preludeSource(), 'prelude.js');
@@ -239,45 +271,56 @@ export class TranslatorContext {
       const harness = evaluate(HARNESS_SOURCE, 'harness.js');
       if (isThrown(harness)) throw new Error(`sandbox harness failed: ${harness.name}: ${harness.message}`);
       handles.push(harness);
-      const callFn = context.getProp(harness, 'call');
-      handles.push(callFn);
+      const functions = {} as Record<EntryPoint, QuickJSHandle>;
+      functions.translate = context.getProp(harness, 'call');
+      handles.push(functions.translate);
+      functions.decodeUplink = context.getProp(harness, 'decodeUplink');
+      handles.push(functions.decodeUplink);
+      functions.encodeDownlink = context.getProp(harness, 'encodeDownlink');
+      handles.push(functions.encodeDownlink);
       const logsFn = context.getProp(harness, 'logs');
       handles.push(logsFn);
-      const resolveFn = context.getProp(harness, 'resolve');
-      handles.push(resolveFn);
+
+      if (!globalNames) {
+        const globalsFn = context.getProp(harness, 'globals');
+        const listed = callString(globalsFn);
+        globalsFn.dispose();
+        if (typeof listed !== 'string') throw new Error(`sandbox harness failed: ${listed.name}: ${listed.message}`);
+        globalNames = new Set(JSON.parse(listed) as string[]);
+      }
+      const wrapped = wrapCode(code, implicitGlobals(code, globalNames));
 
       // Compiling first tells syntax errors apart from a SyntaxError the
       // code's top level throws at run time.
       arm(limits.timeoutMs);
-      const compiledCode = evaluate(code, CODE_FILENAME, true);
+      const compiledCode = evaluate(wrapped, CODE_FILENAME, true);
       if (isThrown(compiledCode)) {
         const location = locate(compiledCode.stack);
         throw new TranslatorError('upload', `${compiledCode.name}: ${compiledCode.message}${at(location)}`, location);
       }
       compiledCode.dispose();
 
+      const factory = evaluate(wrapped, CODE_FILENAME);
+      if (isThrown(factory)) throw classify(factory, timedOut.value, [], limits.timeoutMs);
+
+      // The first run of the top level: it must finish, and define an entry point.
       arm(limits.timeoutMs);
-      const ran = evaluate(code, CODE_FILENAME);
-      if (isThrown(ran)) throw classify(ran, timedOut.value, [], limits.timeoutMs);
-      ran.dispose();
+      const installFn = context.getProp(harness, 'install');
+      const installed = callString(installFn, factory);
+      installFn.dispose();
+      factory.dispose();
+      if (typeof installed !== 'string') throw classify(installed, timedOut.value, [], limits.timeoutMs);
       if (timedOut.value) throw classify(INTERRUPTED, true, [], limits.timeoutMs);
       if (runtime.hasPendingJob()) {
-        throw new TranslatorError('upload', 'the code leaves promise jobs pending; promises never settle here, translate must be synchronous');
+        throw new TranslatorError('upload', 'the code leaves promise jobs pending; promises never settle here, its functions must be synchronous');
+      }
+      const defined = JSON.parse(installed) as boolean[];
+      const entries = Object.fromEntries(ENTRY_POINTS.map((name, i) => [name, defined[i] === true])) as Entries;
+      if (!entries.translate && !entries.decodeUplink) {
+        throw new TranslatorError('upload', 'the code defines no function named translate or decodeUplink');
       }
 
-      arm(limits.timeoutMs);
-      const resolved = context.callFunction(resolveFn, context.undefined);
-      if (resolved.error) {
-        const thrown = describeHandle(context, resolved.error);
-        resolved.error.dispose();
-        throw classify(thrown, timedOut.value, [], limits.timeoutMs);
-      }
-      const defined = context.dump(resolved.value) === true;
-      resolved.value.dispose();
-      release(handles.pop());
-      if (!defined) throw new TranslatorError('upload', 'the code does not define a function named translate');
-
-      return new TranslatorContext(runtime, context, harness, callFn, logsFn, limits);
+      return new TranslatorContext(runtime, context, harness, functions, logsFn, limits, entries);
     } catch (error) {
       abandon();
       throw error;
@@ -285,20 +328,21 @@ export class TranslatorContext {
   }
 
   /**
-   * Calls translate with the JSON-encoded argument list. Returns the raw
-   * return value; throws TranslatorError for failures of the code (and then
-   * the context is broken) or for return values that cannot cross (and then it
-   * is not).
+   * Calls an entry point with its JSON-encoded input (for `translate` the
+   * argument list). Returns the raw return value; throws TranslatorError for
+   * failures of the code, or for return values that cannot cross. A time-out,
+   * a memory failure or an engine fault breaks the context; a throw does not,
+   * since every call starts from the same state.
    */
-  call(argsJson: string): Returned {
+  call(entry: EntryPoint, json: string): Returned {
     if (this.failed) throw new Error('a broken translator context was reused');
     this.served++;
     const { context } = this;
-    let json: string;
-    const arg = context.newString(argsJson);
+    let text: string;
+    const arg = context.newString(json);
     try {
       this.arm(this.limits.timeoutMs);
-      const outcome = context.callFunction(this.callFn, context.undefined, arg);
+      const outcome = context.callFunction(this.functions[entry], context.undefined, arg);
       if (outcome.error) {
         this.failed = true;
         const timedOut = this.timedOut;
@@ -306,13 +350,13 @@ export class TranslatorContext {
         release(outcome.error);
         throw classify(thrown ?? { name: 'Error', message: 'the engine failed', stack: '' }, timedOut, this.recoverLogs(), this.limits.timeoutMs);
       }
-      json = context.getString(outcome.value);
+      text = context.getString(outcome.value);
       outcome.value.dispose();
       // An async function turns even the deadline's uncatchable interrupt
       // into a rejected promise, so a call can return after timing out.
       if (this.timedOut) {
         this.failed = true;
-        throw classify(INTERRUPTED, true, this.logsOf(json), this.limits.timeoutMs);
+        throw classify(INTERRUPTED, true, this.logsOf(text), this.limits.timeoutMs);
       }
       // Promise jobs never run here; a context holding some would carry them
       // into the next call, so it is replaced (this result still stands).
@@ -327,10 +371,10 @@ export class TranslatorContext {
     } finally {
       release(arg);
     }
-    return this.open(json);
+    return this.open(entry, text);
   }
 
-  private open(json: string): Returned {
+  private open(entry: EntryPoint, json: string): Returned {
     if (json.length > MAX_RESULT_CHARS) {
       throw new TranslatorError('result', `the return value is larger than ${MAX_RESULT_CHARS / 1024} KiB as JSON`);
     }
@@ -348,15 +392,21 @@ export class TranslatorContext {
     const logs = asLogs(envelope.logs);
     if ('ok' in envelope) return { returned: envelope.ok, nonFinite: asNonFinite(envelope.nonFinite), logs };
     if ('threw' in envelope) {
-      this.failed = true;
-      throw classify(asThrown(envelope.threw), false, logs, this.limits.timeoutMs);
+      const error = classify(asThrown(envelope.threw), false, logs, this.limits.timeoutMs);
+      // The engine's own limits leave it at the edge of its heap or stack; start afresh.
+      if (error.kind !== 'runtime') this.failed = true;
+      throw error;
     }
     if ('returnedType' in envelope) {
-      throw new TranslatorError('result', `translate must return an object like {result: {...}} or {}, it returned ${String(envelope.returnedType)}`, { logs });
+      const shape = entry === 'translate' ? '{result: {...}} or {}' : entry === 'decodeUplink' ? '{data: {...}}' : '{bytes: [...], fPort}';
+      throw new TranslatorError('result', `${entry} must return an object like ${shape}, it returned ${String(envelope.returnedType)}`, { logs });
     }
     if ('unserializable' in envelope) {
       const thrown = asThrown(envelope.unserializable);
       throw new TranslatorError('result', `the return value cannot be encoded as JSON: ${thrown.name}: ${thrown.message}`, { logs });
+    }
+    if ('missing' in envelope) {
+      throw new TranslatorError('runtime', `the code did not define ${entry} in this call`, { logs });
     }
     this.failed = true;
     throw new TranslatorError('runtime', 'the sandbox returned malformed data');
@@ -407,7 +457,8 @@ export class TranslatorContext {
   /** Frees the context; false when the engine could not free everything (a leaked handle). */
   dispose(): boolean {
     this.failed = true;
-    const freed = [this.logsFn, this.callFn, this.harness, this.context, this.runtime].map(release);
+    const { translate, decodeUplink, encodeDownlink } = this.functions;
+    const freed = [this.logsFn, translate, decodeUplink, encodeDownlink, this.harness, this.context, this.runtime].map(release);
     return freed.every(Boolean);
   }
 }

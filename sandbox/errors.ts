@@ -16,8 +16,10 @@ export type TranslatorErrorKind =
   | 'runtime'
   /** An emitted key is not in `spec`, or its value does not have the declared type. */
   | 'spec'
-  /** The return value is not shaped like `{result?, additionalDeviceUpdates?}`, or cannot cross as JSON. */
-  | 'result';
+  /** The return value is not shaped like `{result?, additionalDeviceUpdates?}` (or a codec's `{data?, warnings?, errors?}`), or cannot cross as JSON. */
+  | 'result'
+  /** A device-repository codec returned `errors` (from `decodeUplink` or `encodeDownlink`). */
+  | 'codec';
 
 export class TranslatorError extends Error {
   override readonly name = 'TranslatorError';
@@ -29,11 +31,13 @@ export class TranslatorError extends Error {
   readonly column: number | undefined;
   /** `console.log` lines written before the failure, when they could be recovered. */
   readonly logs: string[];
+  /** The `errors` a codec returned (kind `codec`). */
+  readonly codecErrors: string[];
 
   constructor(
     kind: TranslatorErrorKind,
     message: string,
-    details: { key?: string; line?: number; column?: number; logs?: string[] } = {},
+    details: { key?: string; line?: number; column?: number; logs?: string[]; codecErrors?: string[] } = {},
   ) {
     super(message);
     this.kind = kind;
@@ -41,6 +45,7 @@ export class TranslatorError extends Error {
     this.line = details.line;
     this.column = details.column;
     this.logs = details.logs ?? [];
+    this.codecErrors = details.codecErrors ?? [];
   }
 }
 

@@ -1,13 +1,29 @@
 /**
- * The script every context evaluates before the uploaded code. It installs a
- * capturing `console` and returns the two functions the host calls. It is
- * plain JavaScript inside the sandbox: the host lends the context no function
- * of its own, so there is nothing host-side for translator code to reach.
+ * The script every context evaluates after the prelude and before the
+ * uploaded code. It installs a capturing `console`, freezes the realm, and
+ * returns the functions the host calls. It is plain JavaScript inside the
+ * sandbox: the host lends the context no function of its own, so there is
+ * nothing host-side for translator code to reach.
+ *
+ * Isolation per call. The uploaded code is compiled once as the body of a
+ * factory (see `wrapCode`), and every call runs a fresh instance of it, so
+ * its top-level variables start over on each call. Everything the code could
+ * write to that outlives a call is frozen here, once per context: the global
+ * object and every built-in reachable from it (prototypes, constructors,
+ * lodash, Buffer, console, and the iterator and generator intrinsics only
+ * reachable through instances). A write to them fails: silently in sloppy
+ * code, with a TypeError in strict code. What is left per call is per call:
+ * `_.uniqueId` counts from 1 in each call, and the log buffer is emptied.
+ *
+ * Frozen prototypes would turn `error.name = 'X'` or `obj.toString = f` on
+ * one's own objects into failures (assignment looks up the inherited,
+ * now read-only, property). For the few properties real code does assign
+ * that way, the inherited property becomes an accessor whose setter defines
+ * the property on the object written to, as SES does.
  *
  * Calls cross as one JSON string each way. The envelope coming back is
- *   {ok, nonFinite?, logs?} | {threw, logs} | {unserializable, logs} | {returnedType, logs}
- * and is validated by the host as untrusted data: the translator shares this
- * realm and can tamper with anything here except the captured built-ins.
+ *   {ok, nonFinite?, logs?} | {threw, logs} | {unserializable, logs} | {returnedType, logs} | {missing, logs}
+ * and is validated by the host as untrusted data.
  */
 
 export const MAX_LOG_LINES = 100;
@@ -20,15 +36,71 @@ export interface ThrownError {
   stack: string;
 }
 
+/** The entry points a translator's code may define, in the order the factory returns them. */
+export const ENTRY_POINTS = ['translate', 'decodeUplink', 'encodeDownlink'] as const;
+export type EntryPoint = (typeof ENTRY_POINTS)[number];
+
+/**
+ * Words that can never be a `var` name, so never an implicit global to catch.
+ * `arguments` and `eval` are left out too: declaring them changes meaning.
+ */
+const NOT_DECLARABLE = new Set(
+  ('break case catch class const continue debugger default delete do else enum export extends false finally for function if ' +
+    'import in instanceof new null return super switch this throw true try typeof var void while with yield let static ' +
+    'implements interface package private protected public await arguments eval undefined NaN Infinity').split(' '),
+);
+
+const IDENTIFIER = '[A-Za-z_$][\\w$]*';
+/** `x = …`, `x += …`, `x ??= …`; not `x == …`, `x => …`, `a.x = …`. */
+const ASSIGNED = new RegExp(`(?<![.\\w$])(${IDENTIFIER})\\s*(?:\\*\\*|<<|>>>|>>|&&|\\|\\||\\?\\?|[-+*/%&|^])?=(?![=>])`, 'g');
+const UPDATED = new RegExp(`(?:\\+\\+|--)\\s*(${IDENTIFIER})|(?<![.\\w$])(${IDENTIFIER})\\s*(?:\\+\\+|--)`, 'g');
+const LOOP_TARGET = new RegExp(`\\bfor\\s*\\(\\s*(${IDENTIFIER})\\s+(?:in|of)\\b`, 'g');
+
+/**
+ * Names the code may assign without declaring them: in sloppy code such an
+ * assignment creates a global, which the frozen global object refuses. The
+ * factory declares each of them in a scope of its own around the code, so
+ * they work as before within a call and start over on the next.
+ *
+ * A textual scan over-approximates (a name in a string or a declared local
+ * is caught too); an extra catcher is harmless, since it only shadows a
+ * global of that name, which cannot exist. Names of real globals are left
+ * out, since a catcher would shadow them.
+ */
+export function implicitGlobals(code: string, globals: ReadonlySet<string>): string[] {
+  const names = new Set<string>();
+  for (const pattern of [ASSIGNED, UPDATED, LOOP_TARGET]) {
+    for (const match of code.matchAll(pattern)) {
+      const name = match[1] ?? match[2];
+      if (name && !NOT_DECLARABLE.has(name) && !globals.has(name)) names.add(name);
+    }
+  }
+  return [...names].sort();
+}
+
+/** Lines the factory puts before the uploaded code; reported lines are shifted back by it. */
+export const CODE_LINE_OFFSET = 1;
+
+/**
+ * The uploaded code as the body of a factory: evaluating this source gives a
+ * function that runs the code's top level afresh and returns its entry points.
+ */
+export function wrapCode(code: string, catchers: string[]): string {
+  const declared = catchers.length > 0 ? `var ${catchers.join(', ')}; ` : '';
+  const entries = ENTRY_POINTS.map((name) => `typeof ${name} === 'function' ? ${name} : undefined`).join(', ');
+  return `(function () { ${declared}return (function () {\n${code}\n;return [${entries}];\n})(); })`;
+}
+
 export const HARNESS_SOURCE = String.raw`(function () {
   'use strict';
-  // Captured before the translator runs, so overriding them later cannot
-  // change how results and errors are encoded.
   var global = globalThis;
   var stringify = JSON.stringify, parse = JSON.parse;
   var isArray = Array.isArray, keys = Object.keys, defineProperty = Object.defineProperty;
-  var isFinite = Number.isFinite, toString = String, ErrorCtor = Error, PromiseCtor = Promise;
+  var getPrototypeOf = Object.getPrototypeOf, freeze = Object.freeze, ownKeys = Reflect.ownKeys;
+  var describeProperty = Object.getOwnPropertyDescriptor, isView = ArrayBuffer.isView, arrayFrom = Array.from;
+  var isFinite = Number.isFinite, toString = String, ErrorCtor = Error, PromiseCtor = Promise, DateCtor = Date;
   var MAX_LINES = ${MAX_LOG_LINES}, MAX_LINE = ${MAX_LOG_LINE_LENGTH}, MAX_CHARS = ${MAX_LOG_CHARS};
+  var MAX_SCRUB_DEPTH = 64;
 
   var logs = [], chars = 0, dropped = 0;
 
@@ -65,6 +137,67 @@ export const HARNESS_SOURCE = String.raw`(function () {
     value: { log: log, info: log, warn: log, error: log, debug: log },
     writable: true, configurable: true, enumerable: false,
   });
+
+  // lodash keeps this counter in a closure; per call it starts over.
+  var ids = 0;
+  _.uniqueId = function uniqueId(prefix) { ids++; return (prefix == null ? '' : toString(prefix)) + ids; };
+
+  // ---- freezing the realm ----
+
+  // Inherited properties that code assigns on its own objects (see the header).
+  function overridable(object, name) {
+    var found = describeProperty(object, name);
+    if (!found || !('value' in found)) return;
+    var value = found.value;
+    defineProperty(object, name, {
+      get: function () { return value; },
+      set: function (next) {
+        if (this === object) throw new TypeError('Cannot assign to read only property \'' + toString(name) + '\' of a built-in');
+        defineProperty(this, name, { value: next, writable: true, enumerable: true, configurable: true });
+      },
+      enumerable: found.enumerable, configurable: false,
+    });
+  }
+  ['constructor', 'toString', 'toLocaleString', 'valueOf'].forEach(function (name) { overridable(Object.prototype, name); });
+  overridable(Function.prototype, 'toString');
+  [Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError, AggregateError,
+    typeof InternalError === 'function' ? InternalError : Error].forEach(function (ctor) {
+    ['constructor', 'name', 'message', 'toString'].forEach(function (name) { overridable(ctor.prototype, name); });
+  });
+
+  // Intrinsics that no global names, reachable only through instances.
+  function* generator() {}
+  async function asyncFunction() {}
+  async function* asyncGenerator() {}
+  var hidden = [
+    generator, generator(), asyncFunction, asyncGenerator, asyncGenerator(),
+    [][Symbol.iterator](), new Map()[Symbol.iterator](), new Set()[Symbol.iterator](), ''[Symbol.iterator](),
+    /./[Symbol.matchAll](''), (function () { return arguments; })(),
+  ];
+  if (typeof Iterator === 'function') {
+    if (typeof Iterator.prototype.map === 'function') hidden.push([].values().map(function (x) { return x; }));
+    if (typeof Iterator.from === 'function') hidden.push(Iterator.from({ next: function () { return { done: true }; } }));
+  }
+
+  var seen = new WeakSet(), pending = [global].concat(hidden);
+  while (pending.length > 0) {
+    var object = pending.pop();
+    if ((typeof object !== 'object' && typeof object !== 'function') || object === null || seen.has(object)) continue;
+    seen.add(object);
+    // Typed arrays with elements cannot be frozen; none is shared, and each call makes its own.
+    if (!isView(object)) freeze(object);
+    pending.push(getPrototypeOf(object));
+    var names = ownKeys(object);
+    for (var n = 0; n < names.length; n++) {
+      var property = describeProperty(object, names[n]);
+      if (!property) continue;
+      if ('value' in property) pending.push(property.value);
+      else { pending.push(property.get); pending.push(property.set); }
+    }
+  }
+  hidden = pending = seen = undefined;
+
+  // ---- calls ----
 
   function describe(error) {
     try {
@@ -108,6 +241,41 @@ export const HARNESS_SOURCE = String.raw`(function () {
     return out;
   }
 
+  // A codec's data is nested: NaN anywhere in it is dropped as from a result,
+  // and an infinity reported by its path. Copies only what it changes; paths
+  // are only built for what is reported or descended into.
+  function at(path, array, name) {
+    return array ? path + '[' + name + ']' : (path ? path + '.' : '') + name;
+  }
+  function scrub(value, path, depth) {
+    if (value === null || typeof value !== 'object' || depth > MAX_SCRUB_DEPTH) return value;
+    var array = isArray(value), names = array ? null : keys(value), count = array ? value.length : names.length;
+    var out;
+    for (var i = 0; i < count; i++) {
+      var name = array ? i : names[i], item = value[name], next = item;
+      if (typeof item === 'number') {
+        if (item - item !== 0) {
+          if (item === item) {
+            if (!nonFinite) nonFinite = [];
+            nonFinite[nonFinite.length] = { path: at(path, array, name), value: item > 0 ? 'Infinity' : '-Infinity' };
+          }
+          next = undefined;
+        }
+      } else if (item !== null && typeof item === 'object') {
+        next = scrub(item, at(path, array, name), depth + 1);
+      }
+      if (next !== item && !out) {
+        out = array ? [] : {};
+        for (var j = 0; j < i; j++) put(out, array ? j : names[j], value[array ? j : names[j]]);
+      }
+      if (out) {
+        if (array) out[i] = next === undefined ? null : next;
+        else if (next !== undefined) put(out, name, next);
+      }
+    }
+    return out || value;
+  }
+
   // Plain assignment to a key named __proto__ would set the prototype instead.
   function put(target, name, value) {
     if (name === '__proto__') defineProperty(target, name, { value: value, enumerable: true, writable: true, configurable: true });
@@ -140,43 +308,81 @@ export const HARNESS_SOURCE = String.raw`(function () {
     return out;
   }
 
-  var translateFn;
+  // {data?, warnings?, errors?} of decodeUplink, {bytes?, fPort?, warnings?, errors?} of encodeDownlink.
+  function cleanCodec(returned) {
+    var out = {}, names = keys(returned);
+    for (var i = 0; i < names.length; i++) {
+      var name = names[i], value = returned[name];
+      if (name === 'data') value = scrub(value, '', 0);
+      else if (name === 'bytes' && value !== null && typeof value === 'object' && isView(value)) value = arrayFrom(value);
+      put(out, name, value);
+    }
+    return out;
+  }
+
+  var factory;
+
+  function instantiate() {
+    var entries = factory();
+    if (!isArray(entries) || entries.length !== 3) throw new TypeError('the code returned from its top level; it must define its functions and not return');
+    return entries;
+  }
+
+  function finish(returned, codec) {
+    if (returned === null || typeof returned !== 'object' || isArray(returned) || returned instanceof PromiseCtor) {
+      var type = returned === null ? 'null' : isArray(returned) ? 'an array'
+        : returned instanceof PromiseCtor ? 'a Promise (it must be synchronous)' : typeof returned;
+      return stringify({ returnedType: type, logs: takeLogs() });
+    }
+    try {
+      nonFinite = undefined;
+      var ok = stringify(codec ? cleanCodec(returned) : cleanReturn(returned));
+      if (typeof ok !== 'string') throw new ErrorCtor('JSON.stringify produced nothing');
+      // Concatenated rather than stringified as one object: this is the
+      // per-call hot path, and both parts are already valid JSON.
+      return '{"ok":' + ok
+        + (nonFinite ? ',"nonFinite":' + stringify(nonFinite) : '')
+        + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '')
+        + '}';
+    } catch (error) {
+      return stringify({ unserializable: describe(error), logs: takeLogs() });
+    }
+  }
+
+  // entry: 0 translate(args...), 1 decodeUplink(input), 2 encodeDownlink(input).
+  function run(entry, argsJson) {
+    var args = parse(argsJson), returned;
+    if (logs.length > 0 || dropped > 0) takeLogs();
+    ids = 0;
+    try {
+      var fn = instantiate()[entry];
+      if (typeof fn !== 'function') return stringify({ missing: entry, logs: takeLogs() });
+      if (entry === 1) {
+        // Milliseconds since the epoch: cheaper to turn into a Date than an ISO string.
+        args[0].recvTime = new DateCtor(args[0].recvTime);
+        returned = fn(args[0]);
+      } else {
+        returned = args.length === 1 ? fn(args[0]) : fn(args[0], args[1]);
+      }
+    } catch (error) {
+      return stringify({ threw: describe(error), logs: takeLogs() });
+    }
+    return finish(returned, entry !== 0);
+  }
 
   return {
-    // Resolves the global translate once, after the uploaded code ran. The
-    // free name also finds a top-level const/let, which is not on globalThis.
-    resolve: function () {
-      translateFn = typeof translate === 'function' ? translate : undefined;
+    // Takes the compiled factory, runs the code's top level once, and says
+    // which entry points it defines.
+    install: function (compiled) {
+      factory = compiled;
+      var entries = instantiate();
       takeLogs();
-      return translateFn !== undefined;
+      return stringify([typeof entries[0] === 'function', typeof entries[1] === 'function', typeof entries[2] === 'function']);
     },
-    call: function (argsJson) {
-      var args = parse(argsJson), returned;
-      if (logs.length > 0 || dropped > 0) takeLogs();
-      try {
-        returned = args.length === 1 ? translateFn(args[0]) : translateFn(args[0], args[1]);
-      } catch (error) {
-        return stringify({ threw: describe(error), logs: takeLogs() });
-      }
-      if (returned === null || typeof returned !== 'object' || isArray(returned) || returned instanceof PromiseCtor) {
-        var type = returned === null ? 'null' : isArray(returned) ? 'an array'
-          : returned instanceof PromiseCtor ? 'a Promise (translate must be synchronous)' : typeof returned;
-        return stringify({ returnedType: type, logs: takeLogs() });
-      }
-      try {
-        nonFinite = undefined;
-        var ok = stringify(cleanReturn(returned));
-        if (typeof ok !== 'string') throw new ErrorCtor('JSON.stringify produced nothing');
-        // Concatenated rather than stringified as one object: this is the
-        // per-call hot path, and both parts are already valid JSON.
-        return '{"ok":' + ok
-          + (nonFinite ? ',"nonFinite":' + stringify(nonFinite) : '')
-          + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '')
-          + '}';
-      } catch (error) {
-        return stringify({ unserializable: describe(error), logs: takeLogs() });
-      }
-    },
+    globals: function () { return stringify(ownKeys(global).filter(function (k) { return typeof k === 'string'; })); },
+    call: function (argsJson) { return run(0, argsJson); },
+    decodeUplink: function (inputJson) { return run(1, inputJson); },
+    encodeDownlink: function (inputJson) { return run(2, inputJson); },
     logs: function () { return stringify(takeLogs()); },
   };
 })()`;

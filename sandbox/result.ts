@@ -25,9 +25,15 @@ export interface Translation {
   additionalDeviceUpdates?: DeviceUpdate[];
   /** `console.log` lines of this call, bounded (see harness.ts). */
   logs: string[];
+  /** `warnings` a device-repository codec returned with its data. */
+  warnings?: string[];
+  /** Paths of the codec's data left out because neither the fieldMap nor the spec names them (`unmapped: drop`). */
+  dropped?: string[];
 }
 
 export const MAX_DEVICE_UPDATES = 1000;
+/** Nesting a stored value may have: a field's value is level 1. Deeper data is refused before anything recursive sees it. */
+export const MAX_RESULT_DEPTH = 32;
 /** Keys that let data rewrite prototypes when someone later merges it into an object. */
 export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
 
@@ -83,9 +89,9 @@ function checkFor(type: FieldType): Check {
           ? undefined
           : `expected an ISO 8601 date string (e.g. 2024-05-01T12:00:00Z), got ${show(v)}`;
     case 'object':
-      return (v) => (isRecord(v) ? forbiddenKeyIn(v, '') : `expected object, got ${show(v)}`);
+      return (v) => (isRecord(v) ? undefined : `expected object, got ${show(v)}`);
     case 'array':
-      return (v) => (Array.isArray(v) ? forbiddenKeyIn(v, '') : `expected array, got ${show(v)}`);
+      return (v) => (Array.isArray(v) ? undefined : `expected array, got ${show(v)}`);
     case 'geoJsonPoint':
       return geoJsonPointProblem;
     default: {
@@ -111,19 +117,48 @@ function geoJsonPointProblem(v: unknown): string | undefined {
   return undefined;
 }
 
-/** Walks nested data for keys that could pollute a prototype downstream. */
-function forbiddenKeyIn(value: unknown, path: string): string | undefined {
+// NUL and UTF-16 surrogates: rare enough that one test skips almost every string.
+const SUSPECT = /[\u0000\ud800-\udfff]/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Why a string cannot be stored: PostgreSQL's text and jsonb refuse NUL and lone surrogates. */
+export function textProblem(text: string): string | undefined {
+  if (!SUSPECT.test(text)) return undefined;
+  if (text.includes('\u0000')) return 'contains a NUL character (\\u0000), which cannot be stored';
+  if (LONE_SURROGATE.test(text)) return 'contains a lone surrogate (e.g. \\ud800), which is not valid Unicode and cannot be stored';
+  return undefined;
+}
+
+/** A string with NUL and lone surrogates replaced by U+FFFD, for text the platform stores on a translator's behalf (logs, warnings). */
+export function storableText(text: string): string {
+  return SUSPECT.test(text) ? text.replace(/\u0000/g, '\ufffd').replace(new RegExp(LONE_SURROGATE.source, 'g'), '\ufffd') : text;
+}
+
+/**
+ * Why a value cannot be stored as it is: a key that could pollute a
+ * prototype downstream, a string PostgreSQL refuses, or nesting past
+ * MAX_RESULT_DEPTH. `path` names the value; `depth` is its level.
+ */
+export function contentProblem(value: unknown, path: string, depth: number): string | undefined {
+  if (typeof value === 'string') {
+    const problem = textProblem(value);
+    return problem && `${path}: ${problem}`;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (depth > MAX_RESULT_DEPTH) return `${path}: nests deeper than ${MAX_RESULT_DEPTH} levels`;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = forbiddenKeyIn(value[i], `${path}[${i}]`);
+      const found = contentProblem(value[i], `${path}[${i}]`, depth + 1);
       if (found) return found;
     }
     return undefined;
   }
-  if (!isRecord(value)) return undefined;
   for (const key of Object.keys(value)) {
-    if (FORBIDDEN_KEYS.has(key)) return `contains the key '${key}' at ${path ? `${path}.` : ''}${key}, which is not allowed`;
-    const found = forbiddenKeyIn(value[key], path ? `${path}.${key}` : key);
+    const at = `${path}.${key}`;
+    if (FORBIDDEN_KEYS.has(key)) return `${path}: contains the key '${key}' at ${at}, which is not allowed`;
+    const keyProblem = textProblem(key);
+    if (keyProblem) return `${path}: has a key that ${keyProblem}`;
+    const found = contentProblem((value as Record<string, unknown>)[key], at, depth + 1);
     if (found) return found;
   }
   return undefined;
@@ -158,6 +193,8 @@ export function createResultCheck(spec: TranslatorSpec) {
       }
       const problem = check(value);
       if (problem) throw new Violation('spec', `${where}: ${problem}`, where);
+      const content = contentProblem(value, where, 1);
+      if (content) throw new Violation('spec', content, where);
     }
     return result;
   }

@@ -4,8 +4,11 @@
  * public API.
  */
 import { createHash } from 'node:crypto';
-import { CALL_TIMEOUT_MS, TranslatorContext, type Returned } from './context.js';
+import { CALL_TIMEOUT_MS, TranslatorContext, type Entries, type Returned } from './context.js';
+import { readDecoded, readEncoded, type DownlinkRequest, type Encoded } from './codec.js';
 import { TranslatorError } from './errors.js';
+import { exampleUplink, firstDifference, type Example, type ExampleResult } from './examples.js';
+import { compileFieldMap, type FieldMap, type FieldMapper, type UnmappedPolicy } from './fieldMap.js';
 import { ContextPool, type PoolStats } from './pool.js';
 import { createResultCheck, type ResultCheck, type Translation } from './result.js';
 import { checkSpec, type TranslatorSpec } from './spec.js';
@@ -30,14 +33,31 @@ export interface TranslatorSource {
   key: string;
   code: string;
   spec: TranslatorSpec;
+  /** Maps a device-repository codec's data onto spec fields (see fieldMap.ts). */
+  fieldMap?: FieldMap;
+  /** What happens to codec data that neither the field map nor the spec names (default `reject`). */
+  unmapped?: UnmappedPolicy;
+}
+
+export interface DecodeOptions {
+  /** The uplink's time, given to decodeUplink as `recvTime` (ISO 8601; default now). */
+  receivedAt?: string;
+  /** Given to decodeUplink as `variables`: the translator's parameters for this device. */
+  parameters?: Record<string, unknown>;
 }
 
 export interface Program {
   readonly key: string;
-  /** Hardware decoder: `translate({encodedData: {hexEncoded, port}})`. */
-  decode(encodedData: EncodedData): Promise<Translation>;
+  /** What decodes raw uplinks: `translate` when the code defines it, otherwise the codec's `decodeUplink` through the field map. */
+  readonly decoder: 'translate' | 'decodeUplink';
+  /** Whether the code defines `encodeDownlink`. */
+  readonly encodes: boolean;
+  /** Hardware decoder: `translate({encodedData: {hexEncoded, port}})`, or `decodeUplink({bytes, fPort, recvTime, variables})`. */
+  decode(encodedData: EncodedData, options?: DecodeOptions): Promise<Translation>;
   /** Chained translator: `translate(iotnode, parameters)`; the iotnode carries earlier output, including this translator's own. */
   chain(iotnode: Record<string, unknown>, parameters?: Record<string, unknown>): Promise<Translation>;
+  /** Downlink: `encodeDownlink({data, fPort})`, as hex with its port; TranslatorError kind `codec` for the codec's errors. */
+  encode(request: DownlinkRequest): Promise<Encoded>;
   stats(): PoolStats;
 }
 
@@ -53,9 +73,29 @@ export interface SandboxStats {
   disposeFailures: number;
 }
 
+/** What a codec gave for one input, as data: its value, or the error it failed with. */
+export type Sampled<T> = { ok: T } | { error: string; kind: TranslatorError['kind']; codecErrors: string[] };
+
+/** A codec run on sample inputs, without a spec or field map: what it gives, as it gives it. */
+export interface Samples {
+  entries: Entries;
+  uplinks: Sampled<{ data: Record<string, unknown>; warnings: string[] }>[];
+  downlinks: Sampled<Encoded>[];
+}
+
+/** Upload checks that run code: which entry points it defines, and how its examples came out. */
+export interface Checked {
+  entries: Entries;
+  examples: ExampleResult[];
+}
+
 export interface Sandbox {
-  /** Upload check: size, syntax (with line), the top level runs, `translate` is defined. Keeps nothing. */
-  compile(code: string): Promise<void>;
+  /** Upload check: size, syntax (with line), the top level runs, `translate` or `decodeUplink` is defined. Keeps nothing. */
+  compile(code: string): Promise<Entries>;
+  /** `compile`, then runs every example in one context (a fresh one after a time-out or memory failure). */
+  check(source: Omit<TranslatorSource, 'key'>, examples: Example[], options: { at: string; parameters?: Record<string, unknown> }): Promise<Checked>;
+  /** Runs a device-repository codec on sample uplinks and downlinks, in one context; for proposing a translator from it. */
+  sample(code: string, inputs: { uplinks: { encodedData: EncodedData; receivedAt: string }[]; downlinks: DownlinkRequest[] }): Promise<Samples>;
   /** Validates spec and code, keeps warm contexts ready. Loading the same key and content again is a no-op; new content replaces the old. */
   load(source: TranslatorSource): Promise<Program>;
   get(key: string): Program | undefined;
@@ -70,6 +110,15 @@ interface Entry {
   program: Program;
 }
 
+/** What one version's calls need besides a context: the output check and the field map. */
+interface Compiled {
+  check: ResultCheck;
+  map: FieldMapper;
+}
+
+/** Examples stop running after this long in all; a looping codec costs a second per example. */
+const EXAMPLES_BUDGET_MS = 10_000;
+
 /** Same spec, same text, whatever the key order. */
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
@@ -78,6 +127,88 @@ function canonical(value: unknown): string {
     return `{${Object.keys(record).sort().map((k) => `${JSON.stringify(k)}:${canonical(record[k])}`).join(',')}}`;
   }
   return JSON.stringify(value) ?? 'undefined';
+}
+
+function compileSource(source: Omit<TranslatorSource, 'key'>): Compiled {
+  return { check: createResultCheck(source.spec), map: compileFieldMap(source.fieldMap ?? {}, source.spec, source.unmapped ?? 'reject') };
+}
+
+/** Attaches a call's logs to an error raised after the call returned. */
+function withLogs<T>(logs: string[], run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof TranslatorError && error.logs.length === 0 && logs.length > 0) {
+      throw new TranslatorError(error.kind, error.message, { ...(error.key === undefined ? {} : { key: error.key }), logs, codecErrors: error.codecErrors });
+    }
+    throw error;
+  }
+}
+
+/** `decodeUplink`'s input, built as text: this is the per-call path. */
+function uplinkInput(encodedData: EncodedData, options: DecodeOptions): string {
+  const bytes = Buffer.from(encodedData.hexEncoded, 'hex').join(',');
+  const recvTime = options.receivedAt === undefined ? Date.now() : Date.parse(options.receivedAt);
+  const variables = options.parameters ? JSON.stringify(options.parameters) : '{}';
+  return `[{"bytes":[${bytes}],"fPort":${Number(encodedData.port)},"recvTime":${recvTime},"variables":${variables}}]`;
+}
+
+/** One raw uplink through one context: `translate`, or `decodeUplink` and the field map. */
+function decodeIn(context: TranslatorContext, compiled: Compiled, encodedData: EncodedData, options: DecodeOptions): Translation {
+  if (context.entries.translate) {
+    const r = context.call('translate', JSON.stringify([{ encodedData }]));
+    return compiled.check(r.returned, r.nonFinite, r.logs);
+  }
+  const r = context.call('decodeUplink', uplinkInput(encodedData, options));
+  return withLogs(r.logs, () => {
+    const first = r.nonFinite[0];
+    if (first) throw new TranslatorError('spec', `data.${first.path}: ${first.value} is not a finite number`, { key: first.path });
+    const decoded = readDecoded(r.returned, r.logs);
+    const mapped = compiled.map(decoded.data);
+    const translation = compiled.check({ result: mapped.result }, [], r.logs);
+    if (decoded.warnings.length > 0) translation.warnings = decoded.warnings;
+    if (mapped.dropped.length > 0) translation.dropped = mapped.dropped;
+    return translation;
+  });
+}
+
+function encodeIn(context: TranslatorContext, request: DownlinkRequest): Encoded {
+  const r: Returned = context.call('encodeDownlink', JSON.stringify([request.fPort === undefined ? { data: request.data } : { data: request.data, fPort: request.fPort }]));
+  return readEncoded(r.returned, request, r.logs);
+}
+
+function checkRequest(request: DownlinkRequest): void {
+  if (typeof request?.data !== 'object' || request.data === null || Array.isArray(request.data)) throw new TypeError('a downlink request needs data as an object');
+  if (request.fPort !== undefined && (!Number.isInteger(request.fPort) || request.fPort < 1 || request.fPort > 223)) {
+    throw new TypeError('a downlink fPort is a LoRaWAN application port, 1 to 223');
+  }
+}
+
+/** Runs one example; the outcome is data, never a throw (except host faults). */
+function runExample(context: TranslatorContext, compiled: Compiled, example: Example, at: string, parameters: Record<string, unknown>): ExampleResult {
+  const options = { receivedAt: example.input.recvTime ?? at, parameters };
+  let translation: Translation;
+  try {
+    translation = decodeIn(context, compiled, exampleUplink(example.input), options);
+  } catch (error) {
+    if (!(error instanceof TranslatorError)) throw error;
+    const expected = example.errors;
+    if (expected) {
+      const got = error.kind === 'codec' ? error.codecErrors : [];
+      const passed = error.kind === 'codec' ? firstDifference(expected, got, 'errors') === undefined : expected.every((e) => error.message.includes(e));
+      if (passed) return { passed: true, ranAt: at };
+      return { passed: false, ranAt: at, problem: `failed with ${error.message}, expected the errors ${JSON.stringify(expected)}` };
+    }
+    return { passed: false, ranAt: at, problem: `failed (${error.kind}): ${error.message}` };
+  }
+  const warnings = translation.warnings ? { warnings: translation.warnings } : {};
+  if (example.errors) {
+    return { passed: false, ranAt: at, output: translation.result, ...warnings, problem: `decoded without errors, expected the errors ${JSON.stringify(example.errors)}` };
+  }
+  const difference = firstDifference(example.output ?? {}, translation.result, 'output');
+  return difference
+    ? { passed: false, ranAt: at, output: translation.result, ...warnings, problem: difference }
+    : { passed: true, ranAt: at, output: translation.result, ...warnings };
 }
 
 export function createSandbox(options: SandboxOptions = {}): Sandbox {
@@ -134,25 +265,37 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
     entries.set(key, entry);
   }
 
-  function makeProgram(key: string, check: ResultCheck, pool: ContextPool): Program {
-    const run = async (argsJson: string): Promise<Translation> => {
+  function makeProgram(key: string, compiled: Compiled, pool: ContextPool, defined: Entries): Program {
+    const run = async <T>(call: (context: TranslatorContext) => T): Promise<T> => {
       const entry = entries.get(key);
       if (!entry || entry.pool !== pool) throw new Error(`translator ${key} was unloaded`);
       touch(key, entry);
       const taken = pool.take();
       const context = taken instanceof TranslatorContext ? taken : await taken;
-      let returned: Returned;
       try {
-        returned = context.call(argsJson);
+        return call(context);
       } finally {
         pool.giveBack(context);
       }
-      return check(returned.returned, returned.nonFinite, returned.logs);
     };
     return {
       key,
-      decode: (encodedData) => run(JSON.stringify([{ encodedData }])),
-      chain: (iotnode, parameters = {}) => run(JSON.stringify([iotnode, parameters])),
+      decoder: defined.translate ? 'translate' : 'decodeUplink',
+      encodes: defined.encodeDownlink,
+      decode: (encodedData, decodeOptions = {}) => run((context) => decodeIn(context, compiled, encodedData, decodeOptions)),
+      chain: (iotnode, parameters = {}) => {
+        if (!defined.translate) return Promise.reject(new TranslatorError('runtime', 'the code defines no translate function to run as a chained translator'));
+        const argsJson = JSON.stringify([iotnode, parameters]);
+        return run((context) => {
+          const r = context.call('translate', argsJson);
+          return compiled.check(r.returned, r.nonFinite, r.logs);
+        });
+      },
+      encode: (request) => {
+        checkRequest(request);
+        if (!defined.encodeDownlink) return Promise.reject(new TranslatorError('codec', 'the code defines no encodeDownlink function'));
+        return run((context) => encodeIn(context, request));
+      },
       stats: () => pool.stats(),
     };
   }
@@ -165,13 +308,21 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
       const message = issues.map((i) => (i.field ? `spec field '${i.field}' ${i.problem}` : i.problem)).join('; ');
       throw new TranslatorError('upload', message, first.field ? { key: first.field } : {});
     }
-    const fingerprint = createHash('sha256').update(source.code).update('\0').update(canonical(source.spec)).digest('hex');
+    const compiled = compileSource(source);
+    const fingerprint = createHash('sha256')
+      .update(source.code)
+      .update('\0')
+      .update(canonical(source.spec))
+      .update('\0')
+      .update(canonical(source.fieldMap ?? {}))
+      .update(`\0${source.unmapped ?? 'reject'}`)
+      .digest('hex');
     const current = entries.get(source.key);
     if (current?.fingerprint === fingerprint) return current.program;
-    const pending = loading.get(`${source.key}#${fingerprint}`);
+    const loadingKey = `${source.key}#${fingerprint}`;
+    const pending = loading.get(loadingKey);
     if (pending) return pending;
 
-    const loadingKey = `${source.key}#${fingerprint}`;
     const promise = (async () => {
       const context = await build(source.code);
       if (disposed) {
@@ -181,7 +332,7 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
       unload(source.key);
       const code = source.code;
       const pool = new ContextPool(poolSize, { create: () => build(code), destroy });
-      const entry: Entry = { fingerprint, pool, program: makeProgram(source.key, createResultCheck(source.spec), pool) };
+      const entry: Entry = { fingerprint, pool, program: makeProgram(source.key, compiled, pool, context.entries) };
       entries.set(source.key, entry);
       pool.adopt(context);
       pool.fill();
@@ -203,11 +354,85 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
     reusedByClosedPools += entry.pool.stats().reused;
   }
 
-  return {
-    async compile(code) {
-      assertOpen();
-      const context = await TranslatorContext.create(code, limits);
+  /** A context used once, outside any pool. */
+  async function once<T>(code: string, use: (context: TranslatorContext) => Promise<T> | T): Promise<T> {
+    assertOpen();
+    const context = await TranslatorContext.create(code, limits);
+    try {
+      return await use(context);
+    } finally {
       if (!context.dispose()) disposeFailures++;
+    }
+  }
+
+  return {
+    compile: (code) => once(code, (context) => context.entries),
+    async check(source, examples, { at, parameters = {} }) {
+      const compiled = compileSource(source);
+      return once(source.code, async (first) => {
+        const results: ExampleResult[] = [];
+        const started = Date.now();
+        let context = first;
+        try {
+          for (const example of examples) {
+            if (Date.now() - started > EXAMPLES_BUDGET_MS) {
+              results.push({ passed: false, ranAt: at, problem: `not run: the examples before it took more than ${EXAMPLES_BUDGET_MS / 1000} s` });
+              continue;
+            }
+            if (context.broken) {
+              if (context !== first && !context.dispose()) disposeFailures++;
+              context = await TranslatorContext.create(source.code, limits);
+            }
+            results.push(runExample(context, compiled, example, at, parameters));
+          }
+        } finally {
+          if (context !== first && !context.dispose()) disposeFailures++;
+        }
+        return { entries: first.entries, examples: results };
+      });
+    },
+    async sample(code, inputs) {
+      return once(code, async (first) => {
+        let context = first;
+        const attempt = async <T>(run: (c: TranslatorContext) => T): Promise<Sampled<T>> => {
+          if (context.broken) {
+            if (context !== first && !context.dispose()) disposeFailures++;
+            context = await TranslatorContext.create(code, limits);
+          }
+          try {
+            return { ok: run(context) };
+          } catch (error) {
+            if (!(error instanceof TranslatorError)) throw error;
+            return { error: error.message, kind: error.kind, codecErrors: error.codecErrors };
+          }
+        };
+        try {
+          const uplinks: Samples['uplinks'] = [];
+          for (const { encodedData, receivedAt } of inputs.uplinks) {
+            uplinks.push(
+              await attempt((c) => {
+                if (!c.entries.decodeUplink) throw new TranslatorError('upload', 'the code defines no decodeUplink');
+                const r = c.call('decodeUplink', uplinkInput(encodedData, { receivedAt }));
+                const first = r.nonFinite[0];
+                if (first) throw new TranslatorError('spec', `data.${first.path}: ${first.value} is not a finite number`);
+                return readDecoded(r.returned, r.logs);
+              }),
+            );
+          }
+          const downlinks: Samples['downlinks'] = [];
+          for (const request of inputs.downlinks) {
+            downlinks.push(
+              await attempt((c) => {
+                if (!c.entries.encodeDownlink) throw new TranslatorError('codec', 'the code defines no encodeDownlink function');
+                return encodeIn(c, request);
+              }),
+            );
+          }
+          return { entries: first.entries, uplinks, downlinks };
+        } finally {
+          if (context !== first && !context.dispose()) disposeFailures++;
+        }
+      });
     },
     load,
     get: (key) => entries.get(key)?.program,

@@ -7,7 +7,7 @@
  * an uncaught exception each count as a failure, with their error printed.
  * The exit code is non-zero unless something ran and nothing failed.
  */
-import { readdirSync, statSync } from 'node:fs';
+import { readdirSync, statSync, writeSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { startTestCluster } from './support/cluster.js';
@@ -37,7 +37,8 @@ const tally = { total: 0, passed: 0, skipped: 0, broken: 0 };
 function report(what: string, error: unknown): void {
   tally.broken++;
   const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
-  console.error(`\n  FAIL ${what}\n    ${text.split('\n').join('\n    ')}\n`);
+  // Written synchronously: an uncaught exception ends the run right after, and an asynchronous write to a pipe would be lost.
+  writeSync(2, `\n  FAIL ${what}\n    ${text.split('\n').join('\n    ')}\n\n`);
 }
 
 let cluster: { stop(): Promise<void> } | null = null;

@@ -92,6 +92,13 @@ export function accessRightRoutes(deps: Deps): Router {
     res.json(rows.map(toRecord));
   });
 
+  /** The caller's own scopes on a resource, so a client shows only what the caller may do. */
+  router.get('/api/access-rights/resource/:id/mine', async (req, res) => {
+    const id = req.params.id as string;
+    const held = await requireAccess(deps, principalOf(req), id, 'read');
+    res.json({ resourceId: id, scope: [...held].sort() });
+  });
+
   router.get('/api/access-rights/resource/:id', async (req, res) => {
     const id = req.params.id as string;
     await requireAccess(deps, principalOf(req), id, 'admin');

@@ -11,11 +11,9 @@ import { hashPassword } from '../../domain/users/password.js';
 import { CREDENTIALS_NOT_FOUND, checkUsername, credentialsSetDecider, credentialsSetStream } from '../../domain/credentials/credentialsSet.js';
 import { ALLOWED_ROOTS, TOPIC_NOT_FOUND, checkTopic, reservedTopicDecider, reservedTopicStream } from '../../domain/topics/reservedTopic.js';
 import { handle } from '../../domain/shared/decider.js';
-import { CONNECTOR_NOT_FOUND, connectorDecider, connectorStream, type ConnectorDoc } from '../../domain/connectors/connector.js';
 
 const presentSet = (r: { id: string; username: string; created_at: Date }) => ({ _id: r.id, username: r.username, createdAt: r.created_at });
 const presentTopic = (r: { id: string; topic: string; credentials_set_id: string }) => ({ _id: r.id, topic: r.topic, basicCredentialsSetId: r.credentials_set_id });
-const presentConnector = (r: { id: string; doc: ConnectorDoc }) => ({ _id: r.id, ...r.doc });
 
 /** A credentials set named in a body that does not exist, or that the caller cannot see: one answer for both. */
 const unknownSet = () =>
@@ -41,8 +39,8 @@ async function overlapsAnotherOwner(deps: Deps, topic: string, setId: string): P
   return rows.length > 0;
 }
 
-/** Credentials sets, reserved MQTT topics and connectors: what a device provider sets up before publishing. */
-export function credentialsRoutes(deps: Deps, push: (topic: string, message: string) => Promise<void>): Router {
+/** Credentials sets and reserved MQTT topics: what a device provider sets up before publishing. */
+export function credentialsRoutes(deps: Deps): Router {
   const router = Router();
 
   // ---- basic credentials sets ----
@@ -122,56 +120,6 @@ export function credentialsRoutes(deps: Deps, push: (topic: string, message: str
     await requireAccess(deps, principalOf(req), id, 'write', TOPIC_NOT_FOUND);
     const context = requestContext(deps, req);
     await write(deps, context, reservedTopicStream(id), reservedTopicDecider, { type: 'ReleaseTopic', id, at: context.now });
-    res.status(204).end();
-  });
-
-  // ---- connectors ----
-  router.post('/api/connectors', async (req, res) => {
-    const body = req.body as ConnectorDoc;
-    // Downlinks of an internal-broker connector go to its set's push topics: the caller must control the set.
-    if (body.basicCredentialsSetId !== undefined) await requireReference(deps, principalOf(req), body.basicCredentialsSetId, 'write', unknownSet());
-    const id = newResourceId();
-    const context = requestContext(deps, req);
-    await write(deps, context, connectorStream(id), connectorDecider, { type: 'CreateConnector', id, createdBy: context.actor, body, at: context.now });
-    const row = await deps.db.selectFrom('connectors').select(['id', 'doc']).where('id', '=', id).executeTakeFirstOrThrow();
-    res.status(201).json(presentConnector(row));
-  });
-
-  router.get('/api/connectors', async (req, res) => {
-    const rows = await deps.db
-      .selectFrom('connectors')
-      .select(['id', 'doc'])
-      .where(readableBy(principalOf(req), 'connectors.id'))
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute();
-    res.json(rows.map(presentConnector));
-  });
-
-  // The generic connector's downlink: published at once on the credentials set's push topic; accepted means handed to the broker.
-  router.put('/api/connectors/command', async (req, res) => {
-    const { connectorId, data } = req.body as { connectorId: string; data: { mqttTopic: string; message: string } };
-    await requireAccess(deps, principalOf(req), connectorId, 'write', CONNECTOR_NOT_FOUND);
-    const context = requestContext(deps, req);
-    const { events } = await handle(deps.store, connectorStream(connectorId), connectorDecider, { type: 'QueueDownlink', id: connectorId, mqttTopic: data.mqttTopic, message: data.message, at: context.now }, context, { retries: 5 });
-    const queued = events[0]!;
-    if (queued.type !== 'DownlinkQueued') throw new Error('unexpected event');
-    await push(queued.data.topic, queued.data.message);
-    res.status(202).json({ status: 'queued', topic: queued.data.topic });
-  });
-
-  router.get('/api/connectors/:id', async (req, res) => {
-    const id = req.params.id as string;
-    await requireAccess(deps, principalOf(req), id, 'read', CONNECTOR_NOT_FOUND);
-    const row = await deps.db.selectFrom('connectors').select(['id', 'doc']).where('id', '=', id).executeTakeFirstOrThrow();
-    res.json(presentConnector(row));
-  });
-
-  router.delete('/api/connectors/:id', async (req, res) => {
-    const id = req.params.id as string;
-    await requireAccess(deps, principalOf(req), id, 'write', CONNECTOR_NOT_FOUND);
-    const context = requestContext(deps, req);
-    await write(deps, context, connectorStream(id), connectorDecider, { type: 'DeleteConnector', id, at: context.now });
     res.status(204).end();
   });
 

@@ -1,24 +1,37 @@
 import { Router } from 'express';
+import { parse as parseYaml } from 'yaml';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
-import { ConflictError, NotFoundError, PayloadTooLargeError, ValidationError } from '../../domain/shared/errors.js';
+import { ConflictError, NotFoundError, PayloadTooLargeError, ValidationError, type Problem } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import {
   MAX_CODE_BYTES,
   TRANSLATOR_NOT_FOUND,
   checkFields,
+  defaultParameters,
   translatorDecider,
   translatorStream,
   type TranslatorFields,
 } from '../../domain/translators/translator.js';
+import { downlinkExamples, proposeTranslator, uplinkExamples, type ReviewNote } from '../../domain/translators/proposal.js';
 import { parseSemver } from '../../domain/translators/semver.js';
-import { isTranslatorError, type Sandbox } from '../../sandbox/index.js';
+import { exampleInputProblem, exampleUplink, firstDifference, isTranslatorError, type Entries, type ExampleInput, type Sandbox } from '../../sandbox/index.js';
 import type { TranslatorsTable } from '../../projections/translators.js';
 import type { Translation } from '../../ingest/translate.js';
+import { readableBy } from '../access.js';
+import { principalOf } from '../http.js';
 
 type Body = Partial<TranslatorFields> & Pick<TranslatorFields, 'name' | 'version' | 'spec' | 'code'>;
 
-const present = (row: TranslatorsTable, withCode: boolean) => ({
+interface ImportBody {
+  code: string;
+  codecYaml?: string;
+  deviceYaml?: string;
+  name?: string;
+  version?: string;
+}
+
+const present = (row: TranslatorsTable, one: boolean) => ({
   _id: row.id,
   name: row.name,
   version: row.version,
@@ -27,15 +40,23 @@ const present = (row: TranslatorsTable, withCode: boolean) => ({
   match: row.match,
   parameters: row.parameters,
   spec: row.spec,
-  ...(withCode ? { code: row.code } : {}),
+  fieldMap: row.field_map,
+  unmapped: row.unmapped,
+  ...(one ? { examples: row.examples, code: row.code } : {}),
   createdBy: row.created_by,
   createdAt: row.created_at.toISOString(),
 });
 
-/** Upload checks that need the sandbox: the code compiles, its top level finishes, `translate` is defined. */
-async function checkCode(sandbox: Sandbox, code: string): Promise<void> {
+function checkSize(code: string): void {
+  if (Buffer.byteLength(code, 'utf8') > MAX_CODE_BYTES) {
+    throw new PayloadTooLargeError(`ERR - code is larger than ${MAX_CODE_BYTES} bytes (256 KiB)`);
+  }
+}
+
+/** Runs a sandbox check, turning what the code did wrong into a 422 on `code`. */
+async function codeCheck<T>(run: () => Promise<T>): Promise<T> {
   try {
-    await sandbox.compile(code);
+    return await run();
   } catch (error) {
     if (!isTranslatorError(error)) throw error;
     // The sandbox's message already ends with the line and column.
@@ -43,10 +64,21 @@ async function checkCode(sandbox: Sandbox, code: string): Promise<void> {
   }
 }
 
+function parseYamlField(field: string, text: string | undefined): unknown {
+  if (text === undefined) return undefined;
+  try {
+    return parseYaml(text, { maxAliasCount: 100 });
+  } catch (error) {
+    throw ValidationError.field(field, `is not valid YAML: ${(error as Error).message.split('\n')[0]}`);
+  }
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 /**
  * The translator catalogue. It is shared platform-wide: reads need only the
- * role's GET on `translator`, uploads and deletions its POST and DELETE
- * (admins by default); there are no per-translator access rights.
+ * role's GET on `translator`, uploads, imports and deletions its POST and
+ * DELETE (admins by default); there are no per-translator access rights.
  */
 export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Translation): Router {
   const router = Router();
@@ -65,9 +97,7 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
 
   router.post('/api/translators', async (req, res) => {
     const body = req.body as Body;
-    if (Buffer.byteLength(body.code, 'utf8') > MAX_CODE_BYTES) {
-      throw new PayloadTooLargeError(`ERR - code is larger than ${MAX_CODE_BYTES} bytes (256 KiB)`);
-    }
+    checkSize(body.code);
     const fields: TranslatorFields = {
       name: body.name,
       version: body.version,
@@ -77,22 +107,79 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
       parameters: body.parameters ?? {},
       spec: body.spec,
       code: body.code,
+      fieldMap: body.fieldMap ?? {},
+      unmapped: body.unmapped ?? 'reject',
+      examples: body.examples ?? [],
     };
-    // Cheap checks first; compiling costs a fresh QuickJS context.
+    // Cheap checks first; running code costs a fresh QuickJS context.
     if (!parseSemver(fields.version)) throw ValidationError.field('version', 'must be a semantic version such as 1.0.0');
     checkFields(fields);
-    await checkCode(sandbox, fields.code);
-    const id = newResourceId();
     const context = requestContext(deps, req);
-    await write(deps, context, translatorStream(fields.name), translatorDecider, { type: 'UploadTranslator', id, createdBy: context.actor, fields, at: context.now }, { retries: 3 });
+    const { entries, examples } = await codeCheck(() =>
+      sandbox.check(fields, fields.examples, { at: context.now, parameters: defaultParameters(fields.parameters) }),
+    );
+    if (entries.translate && Object.keys(fields.fieldMap).length > 0) {
+      throw ValidationError.field('fieldMap', "maps the data of decodeUplink, but this code defines translate, which decodes raw uplinks instead: remove translate, or the fieldMap");
+    }
+    const failed: Problem[] = [];
+    examples.forEach((result, i) => {
+      if (result.passed) return;
+      const description = fields.examples[i]!.description;
+      failed.push({ field: `examples[${i}]`, problem: `${description ? `(${JSON.stringify(description)}) ` : ''}${result.problem ?? 'did not pass'}` });
+    });
+    const [first, ...rest] = failed;
+    if (first) throw ValidationError.all([first, ...rest]);
+    const id = newResourceId();
+    await write(deps, context, translatorStream(fields.name), translatorDecider, { type: 'UploadTranslator', id, createdBy: context.actor, fields, exampleResults: examples, at: context.now }, { retries: 3 });
     const row = await deps.db.selectFrom('translators').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
     res.status(201).json(present(row, true));
+  });
+
+  router.post('/api/translators/import', async (req, res) => {
+    const body = req.body as ImportBody;
+    checkSize(body.code);
+    const codecYaml = parseYamlField('codecYaml', body.codecYaml);
+    const deviceYaml = parseYamlField('deviceYaml', body.deviceYaml);
+    if (body.codecYaml !== undefined && !isRecord(codecYaml)) throw ValidationError.field('codecYaml', 'must be a YAML mapping (uplinkDecoder: {examples: […]})');
+    const now = requestContext(deps, req).now;
+    const uplinks = uplinkExamples(codecYaml);
+    const runnable = uplinks.filter((e) => isRecord(e.input) && !exampleInputProblem(e.input as ExampleInput));
+    const downlinks = downlinkExamples(codecYaml).filter((e) => isRecord(e.input) && isRecord((e.input as { data?: unknown }).data));
+    const samples = await codeCheck(() =>
+      sandbox.sample(body.code, {
+        uplinks: runnable.map((e) => ({ encodedData: exampleUplink(e.input as ExampleInput), receivedAt: now })),
+        downlinks: downlinks.map((e) => ({ data: (e.input as { data: Record<string, unknown> }).data })),
+      }),
+    );
+    requireCodec(samples.entries);
+    const proposal = proposeTranslator({
+      code: body.code,
+      codecYaml,
+      deviceYaml,
+      ...(body.name !== undefined ? { name: body.name } : {}),
+      ...(body.version !== undefined ? { version: body.version } : {}),
+      decoded: samples.uplinks,
+    });
+    proposal.review.push(...downlinkNotes(downlinks, samples.downlinks));
+    res.json(proposal);
   });
 
   router.get('/api/translators/:id', async (req, res) => {
     const row = await deps.db.selectFrom('translators').selectAll().where('id', '=', req.params.id as string).executeTakeFirst();
     if (!row) throw new NotFoundError(TRANSLATOR_NOT_FOUND);
     res.json(present(row, true));
+  });
+
+  /** The devices the caller can read whose preferences or model name resolve to this version. */
+  router.get('/api/translators/:id/devices', async (req, res) => {
+    const id = req.params.id as string;
+    const row = await deps.db.selectFrom('translators').select('id').where('id', '=', id).executeTakeFirst();
+    if (!row) throw new NotFoundError(TRANSLATOR_NOT_FOUND);
+    const users = translation.usersOf(id);
+    const devices = users.length
+      ? await deps.db.selectFrom('devices').select(['id', 'name']).where('id', 'in', users).where(readableBy(principalOf(req), 'devices.id')).orderBy('name').orderBy('id').execute()
+      : [];
+    res.json(devices.map((d) => ({ _id: d.id, name: d.name })));
   });
 
   router.delete('/api/translators/:id', async (req, res) => {
@@ -109,4 +196,22 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
   });
 
   return router;
+}
+
+function requireCodec(entries: Entries): void {
+  if (!entries.decodeUplink) throw ValidationError.field('code', 'defines no decodeUplink function: import takes a codec in the device-repository form');
+}
+
+/** The codec's downlink examples, checked against what its encodeDownlink gives. */
+function downlinkNotes(examples: ReturnType<typeof downlinkExamples>, results: Awaited<ReturnType<Sandbox['sample']>>['downlinks']): ReviewNote[] {
+  return examples.map((example, i) => {
+    const label = `downlink example ${i}${example.description ? ` (${JSON.stringify(example.description)})` : ''}`;
+    const result = results[i]!;
+    if ('error' in result) return { note: `${label}: encodeDownlink failed (${result.kind}): ${result.error}` };
+    const expected = isRecord(example.output) ? example.output : {};
+    if (!Array.isArray(expected.bytes) || !expected.bytes.every((b) => typeof b === 'number')) return { note: `${label}: its expected output has no bytes to compare` };
+    const got = { bytes: [...Buffer.from(result.ok.hexEncoded, 'hex')], fPort: result.ok.fPort };
+    const difference = firstDifference({ bytes: expected.bytes, ...(expected.fPort !== undefined ? { fPort: expected.fPort } : {}) }, { bytes: got.bytes, ...(expected.fPort !== undefined ? { fPort: got.fPort } : {}) }, 'output');
+    return { note: difference ? `${label}: ${difference}` : `${label}: encodeDownlink gives the expected bytes` };
+  });
 }

@@ -5,7 +5,7 @@ import { principalOf } from '../http.js';
 import { requireAccess } from '../access.js';
 import { comparePositions, type Position } from '../../domain/shared/events.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
-import { DEVICE_NOT_FOUND, deviceStream, presentDevice, reportableFields, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
+import { DEVICE_NOT_FOUND, decideReport, deviceStream, presentDevice, type DeviceDoc } from '../../domain/devices/device.js';
 import { NotFoundError } from '../../domain/shared/errors.js';
 import type { Ingest } from '../../ingest/index.js';
 import type { Translation } from '../../ingest/translate.js';
@@ -28,12 +28,12 @@ export function uplinkRoutes(deps: Deps, ingest: Ingest, translation: Translatio
       const exists = await deps.db.selectFrom('devices').select('id').where('id', '=', id).executeTakeFirst();
       if (!exists) throw new NotFoundError(DEVICE_NOT_FOUND);
       const decoded = (await translation.decode(id, body, context.now)) ?? { payload: body, updates: [] };
-      const reports = [{ deviceId: id, payload: reportableFields(decoded.payload, false).kept }, ...decoded.updates];
+      const reports = [{ deviceId: id, payload: decoded.payload }, ...decoded.updates];
       let last: Position | null = null;
       try {
         for (const r of reports) {
-          const event: DeviceEvent = { type: 'DeviceReported', data: { id: r.deviceId, topic: `/api/iotnodes/${id}/uplinks`, path: [], payload: r.payload, reportedAt: context.now } };
-          const { position: p } = await deps.store.append(deviceStream(r.deviceId), [toNewEvent(event, context)], 'any');
+          const { events } = decideReport({ type: 'ReportDevice', id: r.deviceId, source: `/api/iotnodes/${id}/uplinks`, path: [], payload: r.payload, reportedAt: context.now });
+          const { position: p } = await deps.store.append(deviceStream(r.deviceId), events.map((e) => toNewEvent(e, context)), 'any');
           if (!last || comparePositions(p, last) > 0) last = p;
         }
       } catch (error) {

@@ -1,39 +1,93 @@
 import type { Decider } from '../shared/decider.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
+import { INTEGRATIONS, isIntegration, type IntegrationName } from '../integrations/catalog.js';
 
 /**
- * A connector: how devices of one integration reach the platform. Only the
- * Generic integration has rules of its own here; other integrations keep
- * their fields as given. Passwords go to `secrets` and are never returned.
+ * A connector: how devices of one integration reach the platform, and how
+ * commands reach them. `integration` is one of the closed set in
+ * `domain/integrations/catalog.ts`; each has its settings object (its shape
+ * is a schema in the OpenAPI document). Write-only settings (API tokens and
+ * keys, broker passwords) go to `secrets` and are never returned. Connectors
+ * whose network server calls the platform get a webhook secret, returned
+ * once at creation; only its SHA-256 is kept.
  */
 export type ConnectorDoc = Record<string, unknown>;
 export interface ConnectorSecrets {
   mqttPassword?: string;
+  /** Write-only settings by their path (`chirpstack.apiToken`). */
+  settings?: Record<string, string>;
+  /** SHA-256 (hex) of the secret the network server sends as `Authorization: Bearer <secret>`. */
+  webhookSecretHash?: string;
 }
+
+/** Each integration's settings object, and the settings in it that are write-only. */
+export const SETTINGS: Record<IntegrationName, { field: string | null; secrets: string[]; webhook: boolean }> = {
+  ChirpStack: { field: 'chirpstack', secrets: ['apiToken'], webhook: true },
+  TheThingsStack: { field: 'theThingsStack', secrets: ['apiKey'], webhook: true },
+  Loriot: { field: 'loriot', secrets: ['token'], webhook: true },
+  ThingPark: { field: 'thingPark', secrets: ['clientSecret'], webhook: true },
+  Generic: { field: null, secrets: [], webhook: false },
+  GenericHttp: { field: null, secrets: [], webhook: true },
+};
 
 export type ConnectorEvent =
   | { type: 'ConnectorCreated'; data: { id: string; createdBy: string; doc: ConnectorDoc; secrets: ConnectorSecrets; at: string } }
+  /** An outbound connection of the connector (an external broker, a network server's API) started failing, or works again. */
+  | { type: 'ConnectorStatusChanged'; data: { id: string; status: 'ok' | 'failing'; error?: string; at: string } }
   | { type: 'ConnectorDeleted'; data: { id: string; at: string } }
   | { type: 'DownlinkQueued'; data: { id: string; topic: string; message: string; at: string } };
 
 export type ConnectorCommand =
-  | { type: 'CreateConnector'; id: string; createdBy: string; body: ConnectorDoc; at: string }
-  | { type: 'DeleteConnector'; id: string; at: string }
-  | { type: 'QueueDownlink'; id: string; mqttTopic: string; message: string; at: string };
+  | { type: 'CreateConnector'; id: string; createdBy: string; body: ConnectorDoc; webhookSecretHash?: string; at: string }
+  | { type: 'ReportStatus'; id: string; status: 'ok' | 'failing'; error?: string; at: string }
+  | { type: 'DeleteConnector'; id: string; at: string };
 
-export type ConnectorState = { status: 'none' | 'deleted' } | { status: 'active'; id: string; doc: ConnectorDoc };
+export type ConnectorState = { status: 'none' | 'deleted' } | { status: 'active'; id: string; doc: ConnectorDoc; health: 'ok' | 'failing' };
 
 /** Where a generic connector's downlink goes with the internal broker: the credentials set's push topic. */
 export const pushTopic = (basicCredentialsSetId: string, mqttTopic: string) => `svc/push/v1/${basicCredentialsSetId}/${mqttTopic}`;
 
 export const connectorStream = (id: string) => `connector-${id}`;
+
+/**
+ * Where a Generic connector's downlink goes: with the internal broker, the
+ * credentials set's push topic `svc/push/v1/<setId>/<mqttTopic>`; with an
+ * external broker, `<downlink.topic>/<mqttTopic>` on that broker.
+ */
+export function publishTopicOf(doc: ConnectorDoc, mqttTopic: string): string {
+  if (doc.integration !== 'Generic') throw ValidationError.field('integrationName', "Generic does not match the connector's integration");
+  const levels = mqttTopic.split('/');
+  if (levels.some((l) => l === '') || /[+#$\u0000]/.test(mqttTopic)) throw ValidationError.field('data.mqttTopic', 'must be a topic without empty levels, +, #, $ or NUL');
+  if (typeof doc.basicCredentialsSetId === 'string') return pushTopic(doc.basicCredentialsSetId, mqttTopic);
+  const root = (doc.downlink as { topic?: unknown } | undefined)?.topic;
+  if (typeof root !== 'string' || root === '') throw ValidationError.field('connectorId', 'names a connector without a downlink topic');
+  return `${root.replace(/\/+$/, '')}/${mqttTopic}`;
+}
 export const CONNECTOR_NOT_FOUND = 'Connector not found';
 
 /** Splits the body into what is stored and returned, and the secrets. */
 export function checkConnector(body: ConnectorDoc): { doc: ConnectorDoc; secrets: ConnectorSecrets } {
   const doc: ConnectorDoc = structuredClone(body);
   delete doc._id;
+  delete doc.webhookSecret;
+  delete doc.status;
   const secrets: ConnectorSecrets = {};
+  if (!isIntegration(doc.integration)) throw ValidationError.field('integration', `must be one of ${INTEGRATIONS.join(', ')}`);
+  const integration = doc.integration;
+  for (const [other, { field }] of Object.entries(SETTINGS)) {
+    if (field && other !== integration && doc[field] !== undefined) throw ValidationError.field(field, `is a setting of the ${other} integration, not of ${integration}`);
+  }
+  const { field, secrets: secretNames } = SETTINGS[integration];
+  if (field) {
+    const settings = doc[field] as Record<string, unknown> | undefined;
+    if (typeof settings !== 'object' || settings === null) throw ValidationError.field(field, `is required for the ${integration} integration`);
+    for (const name of secretNames) {
+      if (typeof settings[name] === 'string') {
+        (secrets.settings ??= {})[`${field}.${name}`] = settings[name] as string;
+        delete settings[name];
+      }
+    }
+  }
   if (doc.integration === 'Generic') {
     const internal = doc.basicCredentialsSetId !== undefined;
     const external = doc.mqttServer !== undefined;
@@ -60,20 +114,16 @@ export const connectorDecider: Decider<ConnectorCommand, ConnectorState, Connect
       case 'CreateConnector': {
         if (state.status !== 'none') throw new ConflictError(`Connector ${command.id} already exists`);
         const { doc, secrets } = checkConnector(command.body);
+        if (command.webhookSecretHash && SETTINGS[doc.integration as IntegrationName].webhook) secrets.webhookSecretHash = command.webhookSecretHash;
         return [{ type: 'ConnectorCreated', data: { id: command.id, createdBy: command.createdBy, doc, secrets, at: command.at } }];
       }
+      case 'ReportStatus':
+        // Only a change is a fact worth keeping: a connection failing a thousand times is one event.
+        if (state.status !== 'active' || state.health === command.status) return [];
+        return [{ type: 'ConnectorStatusChanged', data: { id: command.id, status: command.status, ...(command.error ? { error: command.error } : {}), at: command.at } }];
       case 'DeleteConnector':
         if (state.status !== 'active') throw new NotFoundError(CONNECTOR_NOT_FOUND);
         return [{ type: 'ConnectorDeleted', data: { id: command.id, at: command.at } }];
-      case 'QueueDownlink': {
-        if (state.status !== 'active') throw new NotFoundError(CONNECTOR_NOT_FOUND);
-        if (state.doc.integration !== 'Generic') throw ValidationError.field('integrationName', 'Generic does not match the connector\'s integration');
-        const setId = state.doc.basicCredentialsSetId;
-        if (typeof setId !== 'string') throw ValidationError.field('connectorId', 'uses an external broker; this build sends downlinks through the internal broker only');
-        const levels = command.mqttTopic.split('/');
-        if (levels.some((l) => l === '') || /[+#$\u0000]/.test(command.mqttTopic)) throw ValidationError.field('data.mqttTopic', 'must be a topic without empty levels, +, #, $ or NUL');
-        return [{ type: 'DownlinkQueued', data: { id: command.id, topic: pushTopic(setId, command.mqttTopic), message: command.message, at: command.at } }];
-      }
       default: {
         const _: never = command;
         return _;
@@ -83,7 +133,9 @@ export const connectorDecider: Decider<ConnectorCommand, ConnectorState, Connect
   evolve(state, event) {
     switch (event.type) {
       case 'ConnectorCreated':
-        return { status: 'active', id: event.data.id, doc: event.data.doc };
+        return { status: 'active', id: event.data.id, doc: event.data.doc, health: 'ok' };
+      case 'ConnectorStatusChanged':
+        return state.status === 'active' ? { ...state, health: event.data.status } : state;
       case 'ConnectorDeleted':
         return { status: 'deleted' };
       case 'DownlinkQueued':

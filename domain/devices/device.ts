@@ -2,12 +2,15 @@ import type { Decider } from '../shared/decider.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { isResourceId } from '../shared/ids.js';
 import { SCOPES, type Scope } from '../access/scopes.js';
+import { DEV_EUI, normalizeDevEui } from '../integrations/catalog.js';
 
 /**
  * A device (iotnode): an open record. A few fields are fixed (`name`,
  * `description`, `category`, `connector`, `lnglat`, `secret`, `reportedAt`,
- * `updatedAt`, `rabbitRouting`); everything else a device reports becomes a
- * top-level field. Clients change it through REST (`DeviceUpdated`); devices
+ * `updatedAt`, `rabbitRouting`), and a device bound to a network server's
+ * connector is named inside it by `devEui` (16 hex digits, stored lower case)
+ * or `networkDeviceId`; everything else a device reports becomes a top-level
+ * field. Clients change it through REST (`DeviceUpdated`); devices
  * through MQTT (`DeviceReported`, written by the ingest pipeline).
  */
 export type DeviceDoc = Record<string, unknown>;
@@ -55,7 +58,23 @@ export type DeviceCommand =
       setRights: ClaimGrant[];
       at: string;
     }
-  | { type: 'DeleteDevice'; id: string; at: string };
+  | { type: 'DeleteDevice'; id: string; at: string }
+  | ReportDevice;
+
+/**
+ * A device report, whatever brought it: an MQTT publish, an HTTP uplink, a
+ * network server's webhook, a calculation. `source` says where it came from
+ * (the MQTT topic, `/api/iotnodes/<id>/uplinks`, `integration:<name>/<connectorId>`);
+ * `path` nests the payload below the device's own fields (a sub-topic).
+ */
+export interface ReportDevice {
+  type: 'ReportDevice';
+  id: string;
+  source: string;
+  path: string[];
+  payload: DeviceDoc;
+  reportedAt: string;
+}
 
 export type DeviceState =
   | { status: 'none' | 'deleted' }
@@ -69,9 +88,9 @@ export const DEVICE_NOT_FOUND = 'Iotnode not found';
 const SEPARATOR = '~||~';
 
 /** Fields only the platform writes. */
-const SYSTEM_FIELDS = new Set(['_id', 'reportedAt', 'updatedAt', 'createdAt', 'rabbitRouting']);
+export const SYSTEM_FIELDS = new Set(['_id', 'reportedAt', 'updatedAt', 'createdAt', 'rabbitRouting']);
 /** Fields a device's own reports cannot change: they identify it or belong to the platform. */
-const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'name', 'translatorPreferences']);
+export const PROTECTED_FROM_REPORTS = new Set([...SYSTEM_FIELDS, 'secret', 'connector', 'devEui', 'networkDeviceId', 'name', 'translatorPreferences']);
 
 export function checkName(name: unknown): string {
   if (typeof name !== 'string' || name.trim() === '') throw ValidationError.field('name', 'must be a non-empty string');
@@ -124,6 +143,14 @@ export function clientFields(fields: DeviceDoc, creating: boolean): { set: Devic
         break;
       case 'connector':
         set.connector = checkConnector(value);
+        break;
+      case 'devEui':
+        if (typeof value !== 'string' || !DEV_EUI.test(value)) throw ValidationError.field('devEui', 'must be a LoRaWAN DevEUI: 16 hexadecimal digits');
+        set.devEui = normalizeDevEui(value);
+        break;
+      case 'networkDeviceId':
+        if (typeof value !== 'string' || value.length < 1 || value.length > 128) throw ValidationError.field('networkDeviceId', 'must be the network server\'s id of the device, 1 to 128 characters');
+        set.networkDeviceId = value;
         break;
       default:
         set[key] = value;
@@ -250,6 +277,8 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
     }
     if (state.status !== 'active') throw new NotFoundError(DEVICE_NOT_FOUND);
     switch (command.type) {
+      case 'ReportDevice':
+        return decideReport(command).events;
       case 'UpdateDevice': {
         const { set, unset } = clientFields(command.fields, false);
         const present = unset.filter((k) => k in state.doc);
@@ -294,6 +323,24 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
     }
   },
 };
+
+/**
+ * The one decision on a device report: the fields a report may change go
+ * into a `DeviceReported`; fields that identify the device or belong to the
+ * platform are left out and named in `ignored`. Pure; the caller knows the
+ * device exists (ingest from its registry, REST from the stream).
+ */
+export function decideReport(command: ReportDevice): { events: DeviceEvent[]; ignored: string[] } {
+  const refused = refusedSubTopicField(command.path, command.payload);
+  if (refused !== null) return { events: [], ignored: [refused] };
+  const { kept, dropped } = reportableFields(command.payload, command.path.length > 0);
+  const event: DeviceEvent = { type: 'DeviceReported', data: { id: command.id, topic: command.source, path: command.path, payload: kept, reportedAt: command.reportedAt } };
+  return { events: [event], ignored: dropped };
+}
+
+/** The device after a report on its own topic: the same fold the read model and the output apply. */
+export const foldReport = (doc: DeviceDoc, id: string, payload: DeviceDoc, reportedAt: string): DeviceDoc =>
+  evolveDoc(doc, decideReport({ type: 'ReportDevice', id, source: '', path: [], payload, reportedAt }).events[0]!);
 
 /**
  * The rights a claim gives: every right held on the credentials set passes to

@@ -10,13 +10,31 @@ export abstract class PlatformError extends Error {
   }
 }
 
-/** A request or command that breaks a rule of the contract. Message: `ERR - <field> <why>`. */
+/** One of several problems a request has, named by its field. */
+export interface Problem {
+  field: string;
+  problem: string;
+}
+
+/**
+ * A request or command that breaks a rule of the contract. Message:
+ * `ERR - <field> <why>`. A check that finds several problems at once keeps
+ * them all in `problems`, the first one also being the message.
+ */
 export class ValidationError extends PlatformError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly problems?: Problem[],
+  ) {
     super(message.startsWith('ERR - ') ? message : `ERR - ${message}`);
   }
   static field(field: string, why: string): ValidationError {
     return new ValidationError(`ERR - ${field} ${why}`);
+  }
+  /** Every problem found, at least one. */
+  static all(problems: [Problem, ...Problem[]]): ValidationError {
+    const [first] = problems;
+    return new ValidationError(`ERR - ${first.field} ${first.problem}`, problems);
   }
 }
 
@@ -62,6 +80,9 @@ export class PayloadTooLargeError extends PlatformError {}
 
 /** A request the server cannot read at all (a tampered cursor, a body that does not decode): 400. */
 export class BadRequestError extends PlatformError {}
+
+/** A third party the request depends on (a network server) said no, or did not answer in time: 502. */
+export class BadGatewayError extends PlatformError {}
 
 /** A body in an encoding the server does not speak: 415. */
 export class UnsupportedMediaTypeError extends PlatformError {}

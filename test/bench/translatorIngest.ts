@@ -9,11 +9,18 @@
  *   `WINDOW` messages in flight. A PUBACK means the report is stored (decoded
  *   first when a translator is attached), so acknowledged messages per second
  *   is the ingest rate.
- * - Every device gets the same raw uplink `{encodedData: {hexEncoded, port}}`:
- *   `plain` devices store it as it comes, `decoder` devices run the climate
- *   decoder, `chain` devices the decoder plus a chained analytics translator.
- * - Phases alternate (plain, decoder, chain, plain, decoder, chain) so drift
- *   of the machine hits each variant alike; each variant reports its mean.
+ * - Every device gets raw uplinks `{encodedData: {hexEncoded, port}}`:
+ *   `plain` devices store them as they come, `decoder` devices run the climate
+ *   decoder, `chain` devices the decoder plus a chained analytics translator,
+ *   `codec` devices a device-repository codec (Elsys, `decodeUplink`) through
+ *   its field map, on Elsys frames (16 bytes, against the climate decoder's 5).
+ * - `decodedPlain` devices have no translator and get the Elsys frame together
+ *   with the six fields the codec decodes from it, so they store the very
+ *   report the `codec` devices store: `codec` against it is the translator's
+ *   own cost; `codec` against `plain` also counts storing six more fields
+ *   (history rows, larger events and output messages).
+ * - Phases alternate (plain, decoder, chain, codec, plain, …) so drift of the
+ *   machine hits each variant alike; each variant reports its mean.
  */
 import type { ChildProcess } from 'node:child_process';
 import { startPlatformProcess } from './processes.js';
@@ -23,13 +30,15 @@ import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { climateHex, climateSensor, dailyTemperature } from '../sandbox/fixtures.js';
+import { elsysErsCo2 } from '../translators/codecs/index.js';
+import { compileFieldMap } from '../../sandbox/index.js';
 
 const SECONDS = Number(process.env.BENCH_INGEST_SECONDS ?? 6);
 const ROUNDS = 2;
 const CONNECTIONS = 4;
 const DEVICES = 200;
 const WINDOW = 64;
-const VARIANTS = ['plain', 'decoder', 'chain'] as const;
+const VARIANTS = ['plain', 'decoder', 'chain', 'codec', 'decodedPlain'] as const;
 type Variant = (typeof VARIANTS)[number];
 
 export interface IngestFigures {
@@ -41,7 +50,9 @@ export interface IngestFigures {
   acceptedPerSecond: Record<Variant, number>;
   ratioDecoderToPlain: number;
   ratioChainToPlain: number;
-  aim: { ratioAtLeast: number; met: boolean };
+  ratioCodecToPlain: number;
+  ratioCodecToDecodedPlain: number;
+  aim: { ratioAtLeast: number; met: boolean; codecRatioAtLeast: number; codecMet: boolean };
   decodedSample: Record<string, unknown>;
 }
 
@@ -52,10 +63,28 @@ const connect = (port: number, username: string, password: string) =>
     c.once('error', reject);
   });
 
-const uplinks = Array.from({ length: 64 }, (_u, i) => JSON.stringify({ encodedData: { hexEncoded: climateHex(15 + i / 8, 30 + i / 2, 2900 + i), port: 1 } }));
+const climateUplinks = Array.from({ length: 64 }, (_u, i) => JSON.stringify({ encodedData: { hexEncoded: climateHex(15 + i / 8, 30 + i / 2, 2900 + i), port: 1 } }));
+/** Elsys frames: temperature, humidity, light, motion, CO2 and supply voltage, values varying. */
+const elsysFrames = Array.from({ length: 64 }, (_u, i) => {
+  const b = Buffer.from([0x01, 0, 0, 0x02, 30 + (i % 50), 0x04, 0, 0, 0x05, i % 20, 0x06, 0, 0, 0x07, 0, 0]);
+  b.writeInt16BE(200 + i, 1);
+  b.writeUInt16BE(100 + i, 6);
+  b.writeUInt16BE(400 + i * 3, 11);
+  b.writeUInt16BE(3000 + i, 14);
+  return b;
+});
+const elsysUplinks = elsysFrames.map((b) => JSON.stringify({ encodedData: { hexEncoded: b.toString('hex'), port: 5 } }));
+/** The same frames with the fields the codec decodes from them, decoded here in Node. */
+const elsysDecoded = (() => {
+  const decodeUplink = new Function(`${elsysErsCo2.codec}\nreturn decodeUplink;`)() as (input: { bytes: number[]; fPort: number }) => { data: Record<string, unknown> };
+  const map = compileFieldMap(elsysErsCo2.fieldMap, elsysErsCo2.spec, 'reject');
+  return elsysFrames.map((b) =>
+    JSON.stringify({ encodedData: { hexEncoded: b.toString('hex'), port: 5 }, ...map(decodeUplink({ bytes: [...b], fPort: 5 }).data).result }),
+  );
+})();
 
 /** Publishes to `topics` (one list per connection) for SECONDS; acknowledged messages per second. */
-async function phase(clients: MqttClient[], topics: string[][]): Promise<number> {
+async function phase(clients: MqttClient[], topics: string[][], uplinks: string[] = climateUplinks): Promise<number> {
   const started = Date.now();
   const until = started + SECONDS * 1000;
   let acked = 0;
@@ -84,6 +113,7 @@ export async function measureIngest(): Promise<IngestFigures> {
     child = platform.child;
     const call = platform.call;
     await call('POST', '/api/translators', { name: 'bench-climate', version: '1.0.0', match: {}, spec: climateSensor.spec, code: climateSensor.code });
+    await call('POST', '/api/translators', { name: 'bench-elsys', version: '1.0.0', match: {}, spec: elsysErsCo2.spec, fieldMap: elsysErsCo2.fieldMap, code: elsysErsCo2.codec });
     await call('POST', '/api/translators', {
       name: 'bench-daily',
       version: '1.0.0',
@@ -99,7 +129,10 @@ export async function measureIngest(): Promise<IngestFigures> {
         { name: 'bench-climate', version: '1.0.0', upgradePolicy: 'none' },
         { name: 'bench-daily', version: '1.0.0', upgradePolicy: 'none' },
       ],
+      codec: [{ name: 'bench-elsys', version: '1.0.0', upgradePolicy: 'none' }],
+      decodedPlain: null,
     };
+    const uplinksOf = (variant: Variant) => (variant === 'codec' ? elsysUplinks : variant === 'decodedPlain' ? elsysDecoded : climateUplinks);
 
     // topics[variant][connection] = that connection's topics of the variant
     const topics = Object.fromEntries(VARIANTS.map((v) => [v, Array.from({ length: CONNECTIONS }, () => [] as string[])])) as Record<Variant, string[][]>;
@@ -130,16 +163,17 @@ export async function measureIngest(): Promise<IngestFigures> {
       for (const d of devices) await call('PUT', `/api/iotnodes/${d._id}`, { translatorPreferences: preferences[variant] });
     }
     // Warm every translator context and device document once, outside the measurement.
-    for (const variant of VARIANTS) await phase(clients, topics[variant]).catch(() => 0);
+    for (const variant of VARIANTS) await phase(clients, topics[variant], uplinksOf(variant)).catch(() => 0);
 
-    const samples: Record<Variant, number[]> = { plain: [], decoder: [], chain: [] };
+    const samples: Record<Variant, number[]> = { plain: [], decoder: [], chain: [], codec: [], decodedPlain: [] };
     for (let round = 0; round < ROUNDS; round++) {
-      for (const variant of VARIANTS) samples[variant].push(await phase(clients, topics[variant]));
+      for (const variant of VARIANTS) samples[variant].push(await phase(clients, topics[variant], uplinksOf(variant)));
     }
     await Promise.all(clients.map((c) => c.endAsync()));
     const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
-    const accepted = { plain: mean(samples.plain), decoder: mean(samples.decoder), chain: mean(samples.chain) };
+    const accepted = { plain: mean(samples.plain), decoder: mean(samples.decoder), chain: mean(samples.chain), codec: mean(samples.codec), decodedPlain: mean(samples.decodedPlain) };
     const sample = (await call<Record<string, unknown>[]>('GET', `/api/iotnodes?limit=1&filter[name]=${encodeURIComponent('bench/chain-0')}`))[0]!;
+    const codecSample = (await call<Record<string, unknown>[]>('GET', `/api/iotnodes?limit=1&filter[name]=${encodeURIComponent('bench/codec-0')}`))[0]!;
     const ratio = (a: number, b: number) => Math.round((a / b) * 1000) / 1000;
     return {
       seconds: SECONDS,
@@ -150,8 +184,13 @@ export async function measureIngest(): Promise<IngestFigures> {
       acceptedPerSecond: accepted,
       ratioDecoderToPlain: ratio(accepted.decoder, accepted.plain),
       ratioChainToPlain: ratio(accepted.chain, accepted.plain),
-      aim: { ratioAtLeast: 0.7, met: accepted.decoder / accepted.plain >= 0.7 },
-      decodedSample: Object.fromEntries(['temperature', 'relativeHumidity', 'temperatureDayCount'].map((k) => [k, sample?.[k]])),
+      ratioCodecToPlain: ratio(accepted.codec, accepted.plain),
+      ratioCodecToDecodedPlain: ratio(accepted.codec, accepted.decodedPlain),
+      aim: { ratioAtLeast: 0.7, met: accepted.decoder / accepted.plain >= 0.7, codecRatioAtLeast: 0.8, codecMet: accepted.codec / accepted.plain >= 0.8 },
+      decodedSample: {
+        ...Object.fromEntries(['temperature', 'relativeHumidity', 'temperatureDayCount'].map((k) => [k, sample?.[k]])),
+        codec: Object.fromEntries(['temperature', 'co2', 'batteryVoltage'].map((k) => [k, codecSample?.[k]])),
+      },
     };
   } finally {
     if (child && child.exitCode === null) {

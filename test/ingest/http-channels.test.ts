@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
-import { HTTP_QUEUE } from '../../ingest/http.js';
+import { HTTP_QUEUE } from '../../reactors/channels/http.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from './support.js';
 
 const ROOT = 'svc/generic/v2/hooks';

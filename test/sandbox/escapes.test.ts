@@ -1,12 +1,13 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createSandbox, type Program, type Sandbox } from '../../sandbox/index.js';
+import { createSandbox, type PoolStats, type Program, type Sandbox } from '../../sandbox/index.js';
 import { climateHex, climateSensor, rejection } from './fixtures.js';
 
 /**
  * One decoder that behaves on port 1 and misbehaves on the port a test picks,
  * so every escape is followed by a normal uplink on the same program.
- * `calls` counts calls per context: it restarts at 1 in a fresh context.
+ * `calls` is a top-level counter: every call starts from a fresh instance of
+ * the code, so it is 1 in every call, warm context or not.
  */
 const hostile = `
 var calls = 0;
@@ -58,120 +59,130 @@ escapes.after((context) => {
 
 const uplink = { hexEncoded: '0866', port: 1 };
 
-/** The next uplink decodes normally, in a fresh context when the last one failed. */
-async function decodesNormally(program: Program, freshContext: boolean) {
+/**
+ * The next uplink decodes normally. A failure of the engine's limits (time,
+ * heap, stack) discards the context it happened in; an error the code throws
+ * does not, since the next call starts from the same state anyway.
+ */
+async function decodesNormally(program: Program, before: PoolStats, discarded: boolean) {
   const out = await program.decode(uplink);
   assert.is(out.result.temperature, 21.5);
-  if (freshContext) assert.is(out.result.calls, 1, 'a failed context was reused');
+  assert.is(out.result.calls, 1, 'a call saw state left by an earlier one');
+  assert.is(program.stats().discarded - before.discarded, discarded ? 1 : 0, discarded ? 'the failed context was kept' : 'a context was discarded after a plain throw');
 }
 
 async function attack(program: Program, port: number) {
-  // Warm up the context so its counter is past 1 before the attack.
   await program.decode(uplink);
   await program.decode(uplink);
+  const before = program.stats();
   const started = performance.now();
   const outcome = program.decode({ hexEncoded: '', port });
-  return { outcome, elapsed: async () => (await outcome.catch(() => undefined), performance.now() - started) };
+  return { outcome, before, elapsed: async () => (await outcome.catch(() => undefined), performance.now() - started) };
 }
 
 escapes('given an infinite loop, when called, then it times out in about a second and the next uplink decodes', async ({ program }) => {
-  const { outcome, elapsed } = await attack(program, 2);
+  const { outcome, before, elapsed } = await attack(program, 2);
   const error = await rejection(outcome, 'timeout');
   const ms = await elapsed();
   assert.ok(ms >= 900 && ms < 3000, `took ${ms} ms`);
   assert.match(error.message, 'timed out');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, true);
 });
 
 escapes('given a loop that catches the interrupt, when called, then it still times out', async ({ program }) => {
-  const { outcome } = await attack(program, 3);
+  const { outcome, before } = await attack(program, 3);
   await rejection(outcome, 'timeout');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, true);
 });
 
 escapes('given a memory bomb of large strings, when called, then it fails on memory quickly and the host heap is untouched', async ({ program }) => {
   const rssBefore = process.memoryUsage().rss;
-  const { outcome, elapsed } = await attack(program, 4);
+  const { outcome, before, elapsed } = await attack(program, 4);
   const error = await rejection(outcome, 'memory');
   assert.ok((await elapsed()) < 1000, 'the heap cap, not the deadline, stopped it');
   assert.match(error.message, 'out of memory');
   assert.ok(process.memoryUsage().rss - rssBefore < 256 * 1024 * 1024, 'the sandbox grew far past its cap');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, true);
 });
 
 escapes('given a memory bomb of small objects, when called, then it fails on memory and the next uplink decodes', async ({ program }) => {
-  const { outcome } = await attack(program, 5);
+  const { outcome, before } = await attack(program, 5);
   await rejection(outcome, 'memory');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, true);
 });
 
 escapes('given a translator needing 12 MiB, when called, then it gets it; 20 MiB is refused', async ({ program }) => {
   assert.equal((await program.decode({ hexEncoded: '', port: 13 })).result, { outcome: String(12 * 1024 * 1024) });
+  const before = program.stats();
   await rejection(program.decode({ hexEncoded: '', port: 14 }), 'memory');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, true);
 });
 
 escapes('given very deep recursion, when called, then it fails as a stack overflow and the next uplink decodes', async ({ program }) => {
-  const { outcome } = await attack(program, 6);
+  const { outcome, before } = await attack(program, 6);
   const error = await rejection(outcome, 'memory');
   assert.match(error.message, 'stack overflow');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, true);
 });
 
 escapes('given deep recursion through native calls, when called, then the engine stops it before the host stack runs out', async ({ program }) => {
-  const { outcome } = await attack(program, 7);
+  const { outcome, before } = await attack(program, 7);
   await rejection(outcome, 'memory');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, true);
 });
 
 escapes('given a call to require, when called, then require does not exist', async ({ program }) => {
-  const { outcome } = await attack(program, 8);
+  const { outcome, before } = await attack(program, 8);
   const error = await rejection(outcome, 'runtime');
   assert.match(error.message, "ReferenceError: 'require' is not defined");
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, false);
 });
 
 escapes('given a call to process.exit, when called, then process does not exist and the host lives on', async ({ program }) => {
-  const { outcome } = await attack(program, 9);
+  const { outcome, before } = await attack(program, 9);
   const error = await rejection(outcome, 'runtime');
   assert.match(error.message, "'process' is not defined");
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, false);
 });
 
 escapes('given the constructor.constructor escape, when called, then the Function it reaches belongs to the sandbox', async ({ program }) => {
-  const { outcome } = await attack(program, 10);
+  const { outcome, before } = await attack(program, 10);
   const error = await rejection(outcome, 'runtime');
   assert.match(error.message, "'process' is not defined");
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, false);
 });
 
 escapes('given Function("return this")(), when called, then it is the sandbox global without host objects', async ({ program }) => {
-  const { outcome } = await attack(program, 11);
+  const { outcome, before } = await attack(program, 11);
   const error = await rejection(outcome, 'runtime');
   assert.match(error.message, 'TypeError');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, false);
 });
 
 escapes('given setTimeout, when called, then timers do not exist', async ({ program }) => {
-  const { outcome } = await attack(program, 12);
+  const { outcome, before } = await attack(program, 12);
   const error = await rejection(outcome, 'runtime');
   assert.match(error.message, "'setTimeout' is not defined");
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, false);
 });
 
-escapes('given a thrown non-error, when called, then it is a runtime error and the context is replaced', async ({ program }) => {
-  const { outcome } = await attack(program, 15);
+escapes('given a thrown non-error, when called, then it is a runtime error and the context is kept', async ({ program }) => {
+  const { outcome, before } = await attack(program, 15);
   const error = await rejection(outcome, 'runtime');
   assert.match(error.message, 'a string');
-  await decodesNormally(program, true);
+  await decodesNormally(program, before, false);
 });
 
-escapes('given failed calls, when counted, then each failed context was discarded, never reused', async ({ program, sandbox }) => {
-  const before = program.stats().discarded;
+escapes('given failed calls, when counted, then a context that hit a limit was discarded and one that threw was reused', async ({ program, sandbox }) => {
+  const before = program.stats();
+  await rejection(program.decode({ hexEncoded: '', port: 2 }), 'timeout');
+  assert.is(program.stats().discarded, before.discarded + 1);
+  assert.ok(sandbox.stats().discarded >= before.discarded + 1);
+  await decodesNormally(program, before, true);
+  const afterTimeout = program.stats();
   await rejection(program.decode({ hexEncoded: '', port: 15 }), 'runtime');
-  assert.is(program.stats().discarded, before + 1);
-  assert.ok(sandbox.stats().discarded >= before + 1);
-  await decodesNormally(program, true);
+  assert.is(program.stats().reused, afterTimeout.reused + 1, 'the context that threw served the call');
+  await decodesNormally(program, afterTimeout, false);
 });
 
 escapes.run();

@@ -223,7 +223,7 @@ upload('given code with a syntax error, when compiled, then the error names the 
 
 upload('given code that never defines translate, when compiled, then it is rejected', async ({ sandbox }) => {
   const error = await rejection(sandbox.compile(`function decode() { return {}; }`), 'upload');
-  assert.match(error.message, 'does not define a function named translate');
+  assert.match(error.message, 'defines no function named translate or decodeUplink');
   await rejection(sandbox.compile(`var translate = 5;`), 'upload');
 });
 

@@ -213,7 +213,7 @@ errors('when a decoder reached over MQTT violates its spec, then the raw uplink 
   assert.is(entry.message, "Translator hostile-decoder 1.0.0 failed (spec): humidity: not declared in the translator's spec");
   assert.is(entry.type, 'debug');
   assert.is(entry.category, 'system');
-  assert.is(entry.priority, 'low');
+  assert.is(entry.priority, 'medium');
   assert.equal({ translator: entry.data?.translator, version: entry.data?.version, kind: entry.data?.kind, key: entry.data?.key }, { translator: 'hostile-decoder', version: '1.0.0', kind: 'spec', key: 'humidity' });
   const kept = Date.parse(entry.expiresAt!) - Date.parse(entry.time);
   assert.ok(Math.abs(kept - 6 * 3600 * 1000) < 5000, `kept 6 hours, not ${kept} ms`);

@@ -20,6 +20,12 @@ export function translator(overrides: Record<string, unknown> = {}): Record<stri
   };
 }
 
+/** A refusal's message: the text body, or `message` of a JSON list of problems. */
+export function messageOf(res: { text: string; body: unknown }): string {
+  const body = res.body as { message?: unknown } | undefined;
+  return typeof body === 'object' && body !== null && typeof body.message === 'string' ? body.message : res.text;
+}
+
 /** Uploads a translator that must be accepted; returns it. */
 export async function givenTranslator(t: TestPlatform, overrides: Record<string, unknown> = {}): Promise<Record<string, any>> {
   const res = await t.call('POST', '/api/translators', { body: translator(overrides) });

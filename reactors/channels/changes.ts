@@ -1,12 +1,9 @@
-import { sql, type Kysely } from 'kysely';
-import type { Logger } from 'pino';
-import type { EventStore, Subscription } from '../domain/eventstore/port.js';
-import type { Position, RecordedEvent } from '../domain/shared/events.js';
-import { diffDocs, evolveDoc, presentDevice, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
-import { RecentMemory } from '../domain/shared/recentMemory.js';
-import type { Database } from '../projections/database.js';
-import type { ChannelInfo, Registry } from './registry.js';
-import type { LogWriter } from './logWriter.js';
+import type { Kysely } from 'kysely';
+import type { EventStore } from '../../domain/eventstore/port.js';
+import type { Position, RecordedEvent } from '../../domain/shared/events.js';
+import { diffDocs, evolveDoc, presentDevice, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
+import { RecentMemory } from '../../domain/shared/recentMemory.js';
+import type { Database } from '../../projections/database.js';
 
 /** What a channel receives for each change of a device. */
 export interface ChangeMessage {
@@ -129,95 +126,3 @@ export class ChangeTracker {
   }
 }
 
-/**
- * A side-effect subscriber: follows the store from its own checkpoint in
- * `es.checkpoints` and hands each batch's device changes to `deliver`, with
- * the position of the batch's last event (also for a batch without changes).
- * The checkpoint moves only after `deliver` returns, so delivery is at least
- * once for what `deliver` completes before returning.
- */
-export class ChangeSubscriber {
-  private subscription: Subscription | null = null;
-  private readonly tracker: ChangeTracker;
-
-  constructor(
-    readonly name: string,
-    private readonly store: EventStore,
-    private readonly db: Kysely<Database>,
-    private readonly log: Logger,
-    private readonly deliver: (changes: Change[], upTo: Position) => Promise<void>,
-    /** Whether a device has a channel this subscriber delivers to; the others are not folded at all. */
-    private readonly wants: (deviceId: string) => boolean = () => true,
-  ) {
-    this.tracker = new ChangeTracker(store, db);
-  }
-
-  async start(): Promise<void> {
-    const { rows } = await sql<{ c: string; p: string }>`SELECT commit_position AS c, prepare_position AS p FROM es.checkpoints WHERE name = ${this.name}`.execute(this.db);
-    const after: Position | null = rows[0] ? { commit: BigInt(rows[0].c), prepare: BigInt(rows[0].p) } : null;
-    this.subscription = this.store.subscribe(
-      { after, batchSize: 5000, onError: (err) => this.log.error({ err, subscriber: this.name }, 'delivering device changes failed; retrying') },
-      async (batch) => {
-        const changes = await this.tracker.changes(batch, this.wants);
-        const last = batch[batch.length - 1]!.position;
-        await this.deliver(changes, last);
-        await sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
-          VALUES (${this.name}, ${String(last.commit)}, ${String(last.prepare)}, now())
-          ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position, prepare_position = EXCLUDED.prepare_position, updated_at = now()`.execute(this.db);
-      },
-    );
-  }
-
-  async stop(): Promise<void> {
-    await this.subscription?.stop();
-    this.subscription = null;
-  }
-}
-
-/** The output topic of a device for a recipient (a user id or a credentials set id). */
-export const outputTopic = (recipient: string, deviceId: string) => `svc/output/v2/${recipient}/iotnode/${deviceId}`;
-
-/**
- * Delivery over `mqtt` channels, plus the log entries of channels whose
- * protocol this build does not deliver (`cloudIotHub`, `bacnet`, `knx`, `modbus`).
- */
-export function mqttDelivery(registry: Registry, publish: (topic: string, payload: Buffer) => Promise<void>, logs: LogWriter, hold: () => () => void = () => () => {}) {
-  return async (changes: Change[]): Promise<void> => {
-    if (changes.length === 0) return;
-    const sends: Promise<void>[] = [];
-    // Consumers' connections are corked while the batch is handed to the broker, so it leaves in few writes.
-    const release = hold();
-    setTimeout(release, 0);
-    for (const change of changes) {
-      let payload: Buffer | null = null;
-      const recipients = new Set<string>();
-      for (const channel of registry.channelsOf(change.deviceId)) {
-        if (channel.protocol === 'mqtt') {
-          const recipient = (channel.doc.mqtt as { recipient?: string } | undefined)?.recipient;
-          if (recipient) recipients.add(recipient);
-        } else if (channel.protocol !== 'http') {
-          unsupported(logs, channel, change.deviceId);
-        }
-      }
-      for (const recipient of recipients) {
-        payload ??= Buffer.from(JSON.stringify(change.message));
-        sends.push(publish(outputTopic(recipient, change.deviceId), payload));
-      }
-    }
-    await Promise.all(sends);
-  };
-}
-
-function unsupported(logs: LogWriter, channel: ChannelInfo, deviceId: string): void {
-  logs.write(
-    {
-      resourceId: channel.id,
-      resourceType: 'channel',
-      type: 'warning',
-      priority: 'low',
-      category: 'system',
-      message: `Channel ${channel.id}: delivery over ${channel.protocol} is not supported in this build; the change of iotnode ${deviceId} was not sent`,
-    },
-    `unsupported ${channel.protocol}`,
-  );
-}

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
-import type { EventStore } from '../domain/eventstore/port.js';
-import { writeLog, type LogEntry } from '../domain/logs/logEntry.js';
+import type { EventStore } from '../eventstore/port.js';
+import { writeLog, type LogEntry } from './logEntry.js';
 
 /** Per resource and minute, at most this many entries of one kind; the rest are counted and summed up in one entry. */
 const PER_MINUTE = 20;

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
-import type { Deps } from '../deps.js';
-import type { Subscription } from '../../domain/eventstore/port.js';
+import type { Deps } from '../../api/deps.js';
+import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
+import type { Database } from '../../projections/database.js';
 import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
 import type { Position, RecordedEvent } from '../../domain/shared/events.js';
 import { deviceStream, isLngLat, type DeviceEvent } from '../../domain/devices/device.js';
@@ -47,29 +48,30 @@ const derivedId = (...parts: string[]): string => {
  * log entries carry ids derived from the position event.
  */
 export class GeofenceTracking {
-  private subscription: Subscription | null = null;
+  private readonly subscriber: CheckpointedSubscriber<Database>;
 
-  constructor(private readonly deps: Deps) {}
-
-  async start(): Promise<void> {
-    const after = await this.loadCheckpoint();
-    this.subscription = this.deps.store.subscribe(
-      { after, batchSize: 500, onError: (err) => this.deps.log.error({ err }, 'geofence tracking failed; retrying the batch') },
-      (batch) => this.handleBatch(batch),
-    );
+  constructor(private readonly deps: Deps) {
+    this.subscriber = new CheckpointedSubscriber<Database>({
+      name: CHECKPOINT,
+      store: deps.store,
+      db: deps.db,
+      log: deps.log,
+      batchSize: 500,
+      handle: async (batch) => {
+        for (const event of batch) {
+          const position = positionOf(event);
+          if (position !== undefined) await this.handlePosition(event, position);
+        }
+      },
+    });
   }
 
-  async stop(): Promise<void> {
-    await this.subscription?.stop();
-    this.subscription = null;
+  start(): Promise<void> {
+    return this.subscriber.start();
   }
 
-  private async handleBatch(batch: RecordedEvent[]): Promise<void> {
-    for (const event of batch) {
-      const position = positionOf(event);
-      if (position !== undefined) await this.handlePosition(event, position);
-    }
-    await this.saveCheckpoint(batch[batch.length - 1]!.position);
+  stop(): Promise<void> {
+    return this.subscriber.stop();
   }
 
   private async handlePosition(event: RecordedEvent, position: Point | null): Promise<void> {
@@ -117,19 +119,5 @@ export class GeofenceTracking {
     const at = e.type === 'DeviceReported' ? e.data.reportedAt : (e.data as { at: string }).at;
     const name = rows[0]?.name ?? (e.type === 'DeviceRegistered' ? String(e.data.doc.name ?? '') : '');
     return { id, name, position, at, isTracker: rows[0]?.tracker ?? false };
-  }
-
-  private async loadCheckpoint(): Promise<Position | null> {
-    const { rows } = await sql<{ commit_position: string; prepare_position: string }>`
-      SELECT commit_position, prepare_position FROM es.checkpoints WHERE name = ${CHECKPOINT}`.execute(this.deps.db);
-    const row = rows[0];
-    return row ? { commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) } : null;
-  }
-
-  private async saveCheckpoint(position: Position): Promise<void> {
-    await sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
-      VALUES (${CHECKPOINT}, ${String(position.commit)}, ${String(position.prepare)}, now())
-      ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position,
-        prepare_position = EXCLUDED.prepare_position, updated_at = now()`.execute(this.deps.db);
   }
 }

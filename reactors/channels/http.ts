@@ -1,11 +1,12 @@
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { EventStore } from '../domain/eventstore/port.js';
-import { comparePositions, type Position } from '../domain/shared/events.js';
-import type { Database } from '../projections/database.js';
-import type { Registry } from './registry.js';
-import type { LogWriter } from './logWriter.js';
-import { ChangeSubscriber, ChangeTracker, type Change } from './output.js';
+import type { EventStore } from '../../domain/eventstore/port.js';
+import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
+import { comparePositions, type Position } from '../../domain/shared/events.js';
+import type { LogWriter } from '../../domain/logs/writer.js';
+import type { Database } from '../../projections/database.js';
+import type { Registry } from '../../ingest/registry.js';
+import { ChangeTracker, type Change } from './changes.js';
 
 /**
  * Retry policy of `http` channels: up to 5 attempts per message, waiting
@@ -60,7 +61,7 @@ interface Item {
  */
 export class HttpChannels {
   private readonly queues = new Map<string, ChannelQueue>();
-  private reader: ChangeSubscriber | null = null;
+  private reader: CheckpointedSubscriber<Database> | null = null;
   /** The position of the last batch the reader handed over. */
   readerAt: Position | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -101,7 +102,15 @@ export class HttpChannels {
       if (isAfter(this.readerAt, queue.seen)) queue.fallBehind();
     }
     const wants = (deviceId: string) => this.registry.channelsOf(deviceId).some((c) => c.protocol === 'http');
-    this.reader = new ChangeSubscriber(READER, this.store, this.db, this.log, (changes, upTo) => this.offer(changes, upTo), wants);
+    const tracker = new ChangeTracker(this.store, this.db);
+    this.reader = new CheckpointedSubscriber<Database>({
+      name: READER,
+      store: this.store,
+      db: this.db,
+      log: this.log,
+      batchSize: 5000,
+      handle: async (batch) => this.offer(await tracker.changes(batch, wants), batch[batch.length - 1]!.position),
+    });
     await this.reader.start();
     this.timer = setInterval(() => void this.tick(), HTTP_QUEUE.saveEveryMs);
     this.timer.unref();

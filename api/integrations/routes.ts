@@ -1,0 +1,172 @@
+import { Router, type Request } from 'express';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Deps } from '../deps.js';
+import { NotFoundError, UnauthorizedError } from '../../domain/shared/errors.js';
+import { handle } from '../../domain/shared/decider.js';
+import { commandDecider, commandStream, type CommandEvent } from '../../domain/commands/command.js';
+import type { ConnectorInfo } from '../../ingest/registry.js';
+import type { Ingest } from '../../ingest/index.js';
+import { moduleOfWebhook } from '../../reactors/integrations/index.js';
+import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest();
+
+/**
+ * The network servers' webhooks: `POST /api/integrations/<integration>/{connectorId}`.
+ * Each call is authenticated by the connector's webhook secret, sent as
+ * `Authorization: Bearer <secret>` (a missing or wrong one is 401, logged on
+ * the connector). What the network server says goes the platform's one way:
+ * an uplink through the ingest pipeline (decoded by the device's translators,
+ * stored as the device's report, answered once stored), a downlink's fate as
+ * an event on its command. An uplink for a device the connector does not
+ * know is logged on the connector and stores nothing.
+ */
+export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
+  const router = Router();
+
+  /** The connector the call names, if the call proves it knows its webhook secret. */
+  const authenticate = (req: Request, path: string): ConnectorInfo => {
+    const connector = ingest.registry.connector(req.params.connectorId as string);
+    const module = moduleOfWebhook(path);
+    // An unknown connector answers as a wrong secret does: the webhook reveals nothing to a caller without one.
+    if (!connector || !module || connector.integration !== module.name || !connector.secrets.webhookSecretHash) {
+      req.log.warn({ connectorId: req.params.connectorId, path }, 'webhook call for an unknown connector');
+      throw new UnauthorizedError();
+    }
+    const header = req.headers.authorization ?? '';
+    const match = /^Bearer\s+(\S+)$/i.exec(header);
+    const expected = Buffer.from(connector.secrets.webhookSecretHash, 'hex');
+    if (!match || !timingSafeEqual(sha256(match[1]!), expected)) {
+      ingest.logs.write(
+        { resourceId: connector.id, resourceType: 'connector', type: 'warning', priority: 'high', category: 'access', message: `Webhook call refused: ${match ? 'wrong' : 'no'} bearer secret (from ${req.socket.remoteAddress ?? 'unknown'})` },
+        'webhook refused',
+      );
+      throw new UnauthorizedError();
+    }
+    return connector;
+  };
+
+  router.post('/api/integrations/:integration/:connectorId', async (req, res) => {
+    const path = req.params.integration as string;
+    const connector = authenticate(req, path);
+    const module = moduleOfWebhook(path)!;
+    let events: InboundEvent[];
+    try {
+      events = module.webhook!.parse(req.body, req.query as Record<string, unknown>);
+    } catch (error) {
+      ingest.logs.write(
+        { resourceId: connector.id, resourceType: 'connector', type: 'warning', priority: 'medium', category: 'update', message: `Webhook call refused: ${(error as Error).message}` },
+        'webhook malformed',
+      );
+      throw error;
+    }
+    const log = (message: string, type: 'info' | 'warning' | 'error' = 'warning', category: 'update' | 'command' | 'status' | 'system' = 'update') =>
+      ingest.logs.write({ resourceId: connector.id, resourceType: 'connector', type, priority: type === 'info' ? 'low' : 'medium', category, message }, message.slice(0, 60));
+    let stored = 0;
+    for (const event of events) {
+      if (event.type === 'ignored') continue;
+      const deviceId = ingest.registry.deviceOfNetwork(connector.id, event.device);
+      const named = event.device.devEui ? `devEui ${event.device.devEui}` : `device id ${event.device.networkDeviceId}`;
+      if (!deviceId) {
+        log(`${event.type === 'uplink' ? 'Uplink' : 'Event'} for ${named} ignored: no iotnode of this connector has it; set the iotnode's connector and devEui`);
+        continue;
+      }
+      const now = deps.clock().toISOString();
+      switch (event.type) {
+        case 'uplink': {
+          const payload: Record<string, unknown> = { ...(event.fields ?? {}) };
+          if (event.encoded) payload.encodedData = event.encoded;
+          if (Object.keys(event.radio).length) payload.radio = event.radio;
+          await ingest.report({
+            deviceId,
+            connectorId: connector.id,
+            topic: `integration:${connector.integration}/${connector.id}`,
+            payload,
+            receivedAt: event.receivedAt ?? now,
+            correlationId: `integration:${connector.id}:${event.messageId}`,
+            dedupKey: `${connector.id}\u0000${event.messageId}`,
+          });
+          stored++;
+          break;
+        }
+        case 'downlinkSent':
+        case 'downlinkAcked':
+        case 'downlinkFailed': {
+          // A command id the network server carries back must still name a command of this connector.
+          const mine = deps.db.selectFrom('commands').select('id').where('connector_id', '=', connector.id);
+          const candidates = event.commandId
+            ? (await mine.where('id', '=', event.commandId).execute()).map((r) => r.id)
+            : event.networkItemId
+              ? (await mine.where('network_item_id', '=', event.networkItemId).execute()).map((r) => r.id)
+              : event.match
+                ? await downlinksMatching(deps, connector.id, deviceId, event.match)
+                : [];
+          const context = { actor: `connector:${connector.id}`, correlationId: req.id, now };
+          let recorded = false;
+          // The first candidate whose stream takes the event: one another event already moved changes nothing, so the next is tried.
+          for (const commandId of candidates) {
+            const outcome: Exclude<CommandEvent, { type: 'CommandRequested' }> =
+              event.type === 'downlinkSent'
+                ? { type: 'DownlinkSent', data: { id: commandId, at: now, ...(event.fCntDown !== undefined ? { fCntDown: event.fCntDown } : {}), ...(event.gatewayId ? { gatewayId: event.gatewayId } : {}) } }
+                : event.type === 'downlinkAcked'
+                  ? { type: 'DownlinkAcked', data: { id: commandId, at: now } }
+                  : { type: 'DownlinkFailed', data: { id: commandId, at: now, reason: event.reason ?? 'failed at the network server', ...(event.expired ? { expired: true } : {}) } };
+            try {
+              const handled = await handle(deps.store, commandStream(commandId), commandDecider, { type: 'RecordOutcome', event: outcome }, context, { retries: 5 });
+              if (handled.result) {
+                stored++;
+                recorded = true;
+                break;
+              }
+            } catch (error) {
+              if (!(error instanceof NotFoundError)) throw error;
+            }
+            if (!event.match) break;
+          }
+          if (!candidates.length) {
+            const which = event.commandId ? `id ${event.commandId}` : event.networkItemId ? `queue item ${event.networkItemId}` : event.match ? describeMatch(event.match) : 'queue item (none given)';
+            log(`Downlink event for ${named} ignored: no command of this connector has ${which}`, 'info', 'command');
+          } else if (!recorded && event.match) {
+            log(`Downlink event for ${named} changed nothing: ${describeMatch(event.match)} had already moved past it`, 'info', 'command');
+          }
+          break;
+        }
+        case 'note':
+          ingest.logs.write({ resourceId: deviceId, resourceType: 'device', type: event.level, priority: 'low', category: event.category, message: event.message.slice(0, 2000) }, `note ${event.category}`);
+          break;
+        default: {
+          const _: never = event;
+          return _;
+        }
+      }
+    }
+    res.status(200).json({ stored });
+  });
+
+  return router;
+}
+
+/**
+ * The device's downlinks a network server's event without an item id may
+ * mean, likeliest first: for a sent or failed report, its queued ones with the
+ * port and payload the report gives, oldest first (a queue is sent in order);
+ * for an uplink's ACK bit, its confirmed ones sent, latest first, then those
+ * still queued (the report of their sending may be late or lost).
+ */
+async function downlinksMatching(deps: Deps, connectorId: string, deviceId: string, match: DownlinkMatch): Promise<string[]> {
+  const base = deps.db.selectFrom('commands').select('id').where('connector_id', '=', connectorId).where('device_id', '=', deviceId).where('kind', '=', 'queue');
+  if ('lastConfirmed' in match) {
+    const sent = await base.where('status', '=', 'sent').where('confirmed', '=', true).orderBy('requested_at', 'desc').orderBy('id', 'desc').limit(10).execute();
+    const queued = await base.where('status', '=', 'queued').where('confirmed', '=', true).orderBy('requested_at', 'asc').orderBy('id', 'asc').limit(10).execute();
+    return [...sent, ...queued].map((r) => r.id);
+  }
+  let query = base.where('status', '=', 'queued');
+  if (match.queued.fPort !== undefined) query = query.where('f_port', '=', match.queued.fPort);
+  if (match.queued.hex !== undefined) query = query.where('hex', '=', match.queued.hex);
+  return (await query.orderBy('requested_at', 'asc').orderBy('id', 'asc').limit(20).execute()).map((r) => r.id);
+}
+
+const describeMatch = (match: DownlinkMatch): string =>
+  'lastConfirmed' in match
+    ? 'a confirmed downlink sent or queued'
+    : `a queued downlink${match.queued.fPort !== undefined ? ` on port ${match.queued.fPort}` : ''}${match.queued.hex !== undefined ? ` with payload ${match.queued.hex.slice(0, 64)}` : ''}`;

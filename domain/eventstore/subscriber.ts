@@ -1,0 +1,121 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Logger } from 'pino';
+import type { EventStore, Subscription } from './port.js';
+import type { Position, RecordedEvent } from '../shared/events.js';
+
+/**
+ * The one mechanism for everything that follows the event log: the
+ * projection runner and every reactor. It loads its checkpoint from
+ * `es.checkpoints`, reads the store's global order in batches from there,
+ * hands each batch to `handle`, and saves the checkpoint:
+ *
+ * - `transactional`: `handle` gets a transaction, and the checkpoint is saved
+ *   in that same transaction, so a batch is applied exactly once (read models);
+ * - otherwise the checkpoint is saved after `handle` returns, so what `handle`
+ *   completes is done at least once (side effects; they make a repeat harmless
+ *   with ids derived from the event).
+ *
+ * A batch that fails is offered again after a pause, from the same position.
+ */
+export interface SubscriberOptions<DB> {
+  /** The checkpoint's name in `es.checkpoints`. */
+  name: string;
+  store: EventStore;
+  db: Kysely<DB>;
+  log: Logger;
+  batchSize?: number;
+  transactional?: boolean;
+  handle(batch: RecordedEvent[], tx: Transaction<DB> | null): Promise<void>;
+  /** After a batch is done and its checkpoint saved (transactional: committed). */
+  done?(batch: RecordedEvent[], position: Position): void;
+}
+
+export class CheckpointedSubscriber<DB> {
+  private at: Position | null = null;
+  private subscription: Subscription | null = null;
+  private lastError: unknown = null;
+
+  constructor(private readonly options: SubscriberOptions<DB>) {}
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  /** The position of the last batch done; null before the first. */
+  get position(): Position | null {
+    return this.at;
+  }
+
+  /** Started, and the last batch did not fail. */
+  get healthy(): boolean {
+    return this.subscription !== null && this.lastError === null;
+  }
+
+  /** Loads the checkpoint; with `catchUp`, applies everything stored so far before following live. */
+  async start({ catchUp = false }: { catchUp?: boolean } = {}): Promise<void> {
+    this.at = await loadCheckpoint(this.options.db, this.options.name);
+    if (catchUp) await this.catchUp();
+    const { store, batchSize = 500, log, name } = this.options;
+    this.subscription = store.subscribe(
+      {
+        after: this.at,
+        batchSize,
+        onError: (error) => {
+          this.lastError = error;
+          log.error({ err: error, subscriber: name }, 'a batch of the event log failed; retrying it');
+        },
+      },
+      (batch) => this.apply(batch),
+    );
+  }
+
+  async stop(): Promise<void> {
+    await this.subscription?.stop();
+    this.subscription = null;
+  }
+
+  /** Handles every event stored so far, then returns. */
+  async catchUp(): Promise<void> {
+    for (;;) {
+      const batch = await this.options.store.readAll({ after: this.at, limit: this.options.batchSize ?? 500 });
+      if (batch.length === 0) return;
+      await this.apply(batch);
+    }
+  }
+
+  /** Forgets the position (after the caller emptied what was built from it) and removes the checkpoint. */
+  async reset(tx?: Transaction<DB>): Promise<void> {
+    await sql`DELETE FROM es.checkpoints WHERE name = ${this.options.name}`.execute(tx ?? this.options.db);
+    this.at = null;
+  }
+
+  private async apply(batch: RecordedEvent[]): Promise<void> {
+    const { db, handle, transactional, name } = this.options;
+    const last = batch[batch.length - 1]!.position;
+    if (transactional) {
+      await db.transaction().execute(async (tx) => {
+        await handle(batch, tx);
+        await saveCheckpoint(tx, name, last);
+      });
+    } else {
+      await handle(batch, null);
+      await saveCheckpoint(db, name, last);
+    }
+    this.at = last;
+    this.lastError = null;
+    this.options.done?.(batch, last);
+  }
+}
+
+export async function loadCheckpoint(db: Kysely<any>, name: string): Promise<Position | null> {
+  const { rows } = await sql<{ c: string; p: string }>`SELECT commit_position AS c, prepare_position AS p FROM es.checkpoints WHERE name = ${name}`.execute(db);
+  const row = rows[0];
+  return row ? { commit: BigInt(row.c), prepare: BigInt(row.p) } : null;
+}
+
+export async function saveCheckpoint(db: Kysely<any> | Transaction<any>, name: string, position: Position): Promise<void> {
+  await sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
+    VALUES (${name}, ${String(position.commit)}, ${String(position.prepare)}, now())
+    ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position,
+      prepare_position = EXCLUDED.prepare_position, updated_at = now()`.execute(db);
+}

@@ -1,0 +1,89 @@
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { EventStore } from '../../domain/eventstore/port.js';
+import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
+import type { LogWriter } from '../../domain/logs/writer.js';
+import type { Database } from '../../projections/database.js';
+import type { ChannelInfo, Registry } from '../../ingest/registry.js';
+import { ChangeTracker, type Change } from './changes.js';
+
+/** The output topic of a device for a recipient (a user id or a credentials set id). */
+export const outputTopic = (recipient: string, deviceId: string) => `svc/output/v2/${recipient}/iotnode/${deviceId}`;
+
+/**
+ * Delivery over `mqtt` channels, plus the log entries of channels whose
+ * protocol this build does not deliver (`cloudIotHub`, `bacnet`, `knx`, `modbus`).
+ */
+export function mqttDelivery(registry: Registry, publish: (topic: string, payload: Buffer) => Promise<void>, logs: LogWriter, hold: () => () => void = () => () => {}) {
+  return async (changes: Change[]): Promise<void> => {
+    if (changes.length === 0) return;
+    const sends: Promise<void>[] = [];
+    // Consumers' connections are corked while the batch is handed to the broker, so it leaves in few writes.
+    const release = hold();
+    setTimeout(release, 0);
+    for (const change of changes) {
+      let payload: Buffer | null = null;
+      const recipients = new Set<string>();
+      for (const channel of registry.channelsOf(change.deviceId)) {
+        if (channel.protocol === 'mqtt') {
+          const recipient = (channel.doc.mqtt as { recipient?: string } | undefined)?.recipient;
+          if (recipient) recipients.add(recipient);
+        } else if (channel.protocol !== 'http') {
+          unsupported(logs, channel, change.deviceId);
+        }
+      }
+      for (const recipient of recipients) {
+        payload ??= Buffer.from(JSON.stringify(change.message));
+        sends.push(publish(outputTopic(recipient, change.deviceId), payload));
+      }
+    }
+    await Promise.all(sends);
+  };
+}
+
+function unsupported(logs: LogWriter, channel: ChannelInfo, deviceId: string): void {
+  logs.write(
+    {
+      resourceId: channel.id,
+      resourceType: 'channel',
+      type: 'warning',
+      priority: 'low',
+      category: 'system',
+      message: `Channel ${channel.id}: delivery over ${channel.protocol} is not supported in this build; the change of iotnode ${deviceId} was not sent`,
+    },
+    `unsupported ${channel.protocol}`,
+  );
+}
+
+/**
+ * The `mqtt` channels' reactor (`output-mqtt`): follows the event log from its
+ * own checkpoint and publishes each change of a device that has an `mqtt`
+ * channel on its recipients' output topics. The checkpoint moves once the
+ * broker took the batch's publishes: at least once.
+ */
+export class MqttOutput {
+  private readonly subscriber: CheckpointedSubscriber<Database>;
+
+  constructor(deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter }, publish: (topic: string, payload: Buffer) => Promise<void>, hold: () => () => void) {
+    const tracker = new ChangeTracker(deps.store, deps.db);
+    const deliver = mqttDelivery(deps.registry, publish, deps.logs, hold);
+    // Devices without a channel other than http are not folded at all.
+    const wants = (deviceId: string) => deps.registry.channelsOf(deviceId).some((c) => c.protocol !== 'http');
+    this.subscriber = new CheckpointedSubscriber<Database>({
+      name: 'output-mqtt',
+      store: deps.store,
+      db: deps.db,
+      log: deps.log,
+      batchSize: 5000,
+      handle: async (batch) => deliver(await tracker.changes(batch, wants)),
+    });
+  }
+
+  start(): Promise<void> {
+    return this.subscriber.start();
+  }
+
+  stop(): Promise<void> {
+    return this.subscriber.stop();
+  }
+}

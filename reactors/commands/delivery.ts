@@ -1,0 +1,212 @@
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { EventStore } from '../../domain/eventstore/port.js';
+import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
+import type { Position, RecordedEvent } from '../../domain/shared/events.js';
+import { handle, type CommandContext } from '../../domain/shared/decider.js';
+import { commandDecider, commandStream, type CommandEvent, type CommandRequest } from '../../domain/commands/command.js';
+import { connectorDecider, connectorStream } from '../../domain/connectors/connector.js';
+import type { LogWriter } from '../../domain/logs/writer.js';
+import type { Database } from '../../projections/database.js';
+import type { ConnectorInfo, Registry } from '../../ingest/registry.js';
+import { INTEGRATION_MODULES } from '../integrations/index.js';
+import { Unreachable, type Outcome } from '../integrations/types.js';
+
+/** The checkpoint of command delivery; migration 0010 starts it at the end of the log of an existing installation. */
+export const COMMANDS_CHECKPOINT = 'commands';
+
+/**
+ * Retry policy: a command whose network server cannot be reached is tried
+ * again after 1 s, 5 s, 15 s, 1 min, then every 5 min, for at most a day;
+ * each HTTP call to a network server waits at most 5 s. A read (`getDownlinks`)
+ * is not retried: its answer is only worth something now.
+ */
+export const COMMAND_RETRY = { delaysMs: [1_000, 5_000, 15_000, 60_000, 300_000], giveUpAfterMs: 24 * 3600_000, callTimeoutMs: 5_000, parallel: 8 };
+
+const ACTOR = 'system:commands';
+
+interface Open {
+  request: CommandRequest;
+  context: CommandContext;
+  attempt: number;
+  maybeDone: boolean;
+}
+
+/**
+ * Delivers commands from their stored events. For each `CommandRequested`
+ * it calls the integration's downlink adapter (the network server's API, a
+ * broker) and records what came of it as an event on the command's stream:
+ * `CommandAccepted`, `CommandRefused`, or `CommandAttemptFailed` with the
+ * time of the next attempt. The request is stored before anything leaves, so
+ * a crash loses nothing: after a restart the reactor resumes from its
+ * checkpoint. A command that may already have reached the network server (a
+ * time-out after sending, or a restart before its outcome was recorded) is
+ * first looked for in the device's queue there, so a retry never queues it
+ * twice. An accepted flush marks the device's queued downlinks flushed.
+ */
+export class CommandDelivery {
+  private readonly subscriber: CheckpointedSubscriber<Database>;
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly startedAt = Date.now();
+  private stopped = false;
+
+  constructor(
+    private readonly deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; projections: { waitFor(position: Position, timeoutMs: number): Promise<void> }; clock?: () => Date },
+    private readonly publish: (connector: ConnectorInfo, topic: string, message: string) => Promise<void>,
+    private readonly retry = COMMAND_RETRY,
+  ) {
+    this.subscriber = new CheckpointedSubscriber<Database>({
+      name: COMMANDS_CHECKPOINT,
+      store: deps.store,
+      db: deps.db,
+      log: deps.log,
+      batchSize: 500,
+      handle: (batch) => this.handleBatch(batch),
+    });
+  }
+
+  private now(): Date {
+    return this.deps.clock?.() ?? new Date();
+  }
+
+  async start(): Promise<void> {
+    await this.resumeRetries();
+    await this.subscriber.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+    await this.subscriber.stop();
+  }
+
+  private async handleBatch(batch: RecordedEvent[]): Promise<void> {
+    const work: Open[] = [];
+    for (const e of batch as (RecordedEvent & CommandEvent)[]) {
+      if (e.type === 'CommandRequested') {
+        const context = { actor: ACTOR, correlationId: e.metadata.correlationId, causationId: e.id, now: '' };
+        // Requested before this process started: an attempt may have been under way when the last one stopped.
+        work.push({ request: e.data, context, attempt: 1, maybeDone: Date.parse(e.metadata.time) < this.startedAt });
+      } else if (e.type === 'CommandAccepted') {
+        await this.afterAccepted(e);
+      }
+    }
+    // Several commands at a time; the checkpoint moves once each has an outcome recorded.
+    for (let i = 0; i < work.length; i += this.retry.parallel) await Promise.all(work.slice(i, i + this.retry.parallel).map((w) => this.attempt(w)));
+  }
+
+  /** One attempt at one command, and its outcome recorded. */
+  private async attempt(open: Open): Promise<void> {
+    const { request } = open;
+    const connector = this.deps.registry.connector(request.connectorId);
+    const module = INTEGRATION_MODULES[request.integration];
+    let outcome: Outcome;
+    let failure: Unreachable | null = null;
+    if (!connector) outcome = { type: 'refused', message: 'the connector no longer exists' };
+    else if (!module?.downlink) outcome = { type: 'refused', message: `the ${request.integration} integration takes no commands in this build` };
+    else {
+      try {
+        outcome = await module.downlink.execute(request, connector, { attempt: open.attempt, maybeDone: open.maybeDone, timeoutMs: this.retry.callTimeoutMs, publish: this.publish });
+      } catch (err) {
+        failure = err instanceof Unreachable ? err : new Unreachable(`the ${request.integration} adapter failed: ${(err as Error).message}`, true);
+        if (!(err instanceof Unreachable)) this.deps.log.error({ err, commandId: request.id }, 'a command adapter failed');
+        outcome = { type: 'refused', message: failure.message };
+      }
+    }
+    const at = this.now().toISOString();
+    const context = { ...open.context, now: at };
+    if (failure) {
+      const age = this.now().getTime() - Date.parse(request.at);
+      const final = request.kind === 'read' || age >= this.retry.giveUpAfterMs;
+      const delay = this.retry.delaysMs[Math.min(open.attempt - 1, this.retry.delaysMs.length - 1)]!;
+      const retryAt = final ? null : new Date(this.now().getTime() + delay).toISOString();
+      await this.record(request.id, { type: 'CommandAttemptFailed', data: { id: request.id, attempt: open.attempt, message: failure.message, retryAt, at } }, context);
+      this.connectorLog(request, 'warning', `Command ${request.command} (${request.id}) for ${request.deviceId ? `iotnode ${request.deviceId}` : 'the connector'}: attempt ${open.attempt} failed: ${failure.message}${retryAt ? `; next attempt at ${retryAt}` : '; given up'}`);
+      await this.health(request.connectorId, 'failing', failure.message, at, context);
+      if (retryAt) this.schedule({ ...open, attempt: open.attempt + 1, maybeDone: open.maybeDone || failure.maybeDone }, Date.parse(retryAt) - this.now().getTime());
+      return;
+    }
+    if (outcome.type === 'accepted') {
+      await this.record(request.id, { type: 'CommandAccepted', data: { id: request.id, ...(outcome.networkItemId ? { networkItemId: outcome.networkItemId } : {}), ...(outcome.items ? { items: outcome.items } : {}), at } }, context);
+      if (connector) await this.health(request.connectorId, 'ok', undefined, at, context);
+      return;
+    }
+    await this.record(request.id, { type: 'CommandRefused', data: { id: request.id, ...(outcome.status ? { status: outcome.status } : {}), message: outcome.message, at } }, context);
+    this.connectorLog(request, 'error', `Command ${request.command} (${request.id}) for ${request.deviceId ? `iotnode ${request.deviceId}` : 'the connector'} refused: ${outcome.message}`);
+    // A server that refuses our credentials is as good as unreachable for every later command.
+    if (outcome.status === 401 || outcome.status === 403) await this.health(request.connectorId, 'failing', outcome.message, at, context);
+    else if (connector) await this.health(request.connectorId, 'ok', undefined, at, context);
+  }
+
+  private async record(id: string, event: Exclude<CommandEvent, { type: 'CommandRequested' }>, context: CommandContext): Promise<void> {
+    await handle(this.deps.store, commandStream(id), commandDecider, { type: 'RecordOutcome', event }, context, { retries: 5 });
+  }
+
+  private async health(connectorId: string, status: 'ok' | 'failing', error: string | undefined, at: string, context: CommandContext): Promise<void> {
+    try {
+      await handle(this.deps.store, connectorStream(connectorId), connectorDecider, { type: 'ReportStatus', id: connectorId, status, ...(error ? { error } : {}), at }, context, { retries: 5 });
+    } catch (err) {
+      // A deleted connector has no health to keep.
+      this.deps.log.debug({ err, connectorId }, 'connector status not recorded');
+    }
+  }
+
+  private connectorLog(request: CommandRequest, type: 'warning' | 'error', message: string): void {
+    this.deps.logs.write({ resourceId: request.connectorId, resourceType: 'connector', type, priority: type === 'error' ? 'high' : 'medium', category: 'command', message: message.slice(0, 2000), data: { commandId: request.id } }, `command ${type}`);
+  }
+
+  private schedule(open: Open, inMs: number): void {
+    if (this.stopped) return;
+    clearTimeout(this.timers.get(open.request.id));
+    const timer = setTimeout(() => {
+      this.timers.delete(open.request.id);
+      void this.retryNow(open);
+    }, Math.max(0, inMs));
+    timer.unref();
+    this.timers.set(open.request.id, timer);
+  }
+
+  /** A retry, if the command still waits for one (another node, or a late outcome, may have settled it). */
+  private async retryNow(open: Open): Promise<void> {
+    try {
+      const events = await this.deps.store.readStream(commandStream(open.request.id));
+      const state = events.reduce((s, e) => commandDecider.evolve(s, e as unknown as CommandEvent), commandDecider.initialState());
+      if (state.status !== 'pending') return;
+      await this.attempt(open);
+    } catch (err) {
+      this.deps.log.error({ err, commandId: open.request.id }, 'retrying a command failed; trying again later');
+      this.schedule(open, this.retry.delaysMs[this.retry.delaysMs.length - 1]!);
+    }
+  }
+
+  /** At start: the commands waiting for a retry get their timers back. */
+  private async resumeRetries(): Promise<void> {
+    const rows = await this.deps.db.selectFrom('commands').select(['id', 'retry_at', 'attempts']).where('status', '=', 'pending').execute();
+    for (const row of rows) {
+      const first = (await this.deps.store.readStream(commandStream(row.id), { limit: 1 }))[0] as (RecordedEvent & CommandEvent) | undefined;
+      if (first?.type !== 'CommandRequested') continue;
+      const context = { actor: ACTOR, correlationId: first.metadata.correlationId, causationId: first.id, now: '' };
+      this.schedule({ request: first.data, context, attempt: row.attempts + 1, maybeDone: true }, (row.retry_at?.getTime() ?? 0) - this.now().getTime());
+    }
+  }
+
+  /** An accepted flush: the downlinks queued for the device before it are flushed. */
+  private async afterAccepted(e: RecordedEvent & CommandEvent & { type: 'CommandAccepted' }): Promise<void> {
+    // The read models must hold every outcome before this one.
+    await this.deps.projections.waitFor(e.position, 30_000);
+    const flush = await this.deps.db.selectFrom('commands').select(['kind', 'device_id', 'connector_id', 'requested_at']).where('id', '=', e.data.id).executeTakeFirst();
+    if (flush?.kind !== 'flush' || !flush.device_id) return;
+    const queued = await this.deps.db
+      .selectFrom('commands')
+      .select('id')
+      .where('device_id', '=', flush.device_id)
+      .where('connector_id', '=', flush.connector_id)
+      .where('kind', '=', 'queue')
+      .where('status', '=', 'queued')
+      .where('requested_at', '<=', flush.requested_at)
+      .execute();
+    const context = { actor: ACTOR, correlationId: e.metadata.correlationId, causationId: e.id, now: e.data.at };
+    for (const q of queued) await this.record(q.id, { type: 'DownlinkFlushed', data: { id: q.id, at: e.data.at, byCommand: e.data.id } }, context);
+  }
+}

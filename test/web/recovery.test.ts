@@ -1,0 +1,197 @@
+import { randomUUID } from 'node:crypto';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { Browser } from 'playwright-core';
+import type { MqttClient } from 'mqtt';
+import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform.js';
+import { ensurePanelBuilt, launch, logIn, openPage, screenshot } from '../support/browser.js';
+import { issueToken } from '../../api/auth/tokens.js';
+import { connectMqtt, deviceOf, givenProvider, publish } from '../ingest/support.js';
+import { ok } from './support.js';
+
+/**
+ * Bad input and failures in a real browser: an expired token, a dashboard
+ * deleted while open, a widget stored under older rules, a deleted device,
+ * a dropped live connection. Each is said in words and recovers; no page is
+ * left blank and nothing reaches the console as an uncaught error.
+ */
+const recovery = suite<{ t: TestPlatform; browser: Browser; provider: MqttClient; device: Record<string, any> }>('control panel: bad input and recovery');
+const TOPIC = 'svc/generic/v2/recovery/meter';
+
+recovery.before(async (ctx) => {
+  ensurePanelBuilt();
+  ctx.t = await startTestPlatform();
+  ctx.browser = await launch();
+  const p = await givenProvider(ctx.t, 'recovery-provider', [TOPIC]);
+  ctx.provider = await connectMqtt(ctx.t, p.username, p.password);
+  await publish(ctx.provider, TOPIC, { power: 100 });
+  ctx.device = await deviceOf(ctx.t, TOPIC);
+});
+
+recovery.after(async (ctx) => {
+  await ctx.provider?.endAsync();
+  await ctx.browser?.close();
+  await ctx.t?.stop();
+});
+
+const valueWidget = (deviceId: string, x = 0) => ({ x, y: 0, width: 4, height: 4, template: 'deviceValue', settings: { deviceId, field: 'power', display: 'text', color: 'blue', shouldShowHeading: true, shouldShowSubheading: false } });
+
+recovery('given a token that expires while a dialog is filled in, when the user submits, then a login shows over the page, and after it the same submit goes through with what was typed', async (ctx) => {
+  const [admin] = await ok(ctx.t, 'GET', '/api/users?username=admin');
+  const short = issueToken(ctx.t.platform.deps.jwtSecret, admin.id, 2);
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  try {
+    await w.page.goto('/');
+    await w.page.evaluate(`localStorage.setItem('panel.token', ${JSON.stringify(short)})`);
+    await w.page.reload();
+    await w.page.getByRole('button', { name: 'New dashboard' }).click();
+    await w.page.getByLabel('Name').fill('Typed before expiry');
+    await new Promise((r) => setTimeout(r, 2500));
+    await w.page.getByRole('button', { name: 'Create' }).click();
+    const overlay = w.page.getByRole('dialog', { name: 'Log in again' });
+    await overlay.getByText('Your session has expired').waitFor();
+    await screenshot(w.page, 'session-expired');
+    await overlay.getByLabel('Username').fill(ADMIN.username);
+    await overlay.getByLabel('Password').fill(ADMIN.password);
+    await overlay.getByRole('button', { name: 'Log in' }).click();
+    await w.page.waitForURL(/\/dashboards\/[0-9a-f]{24}/);
+    const all = await ok(ctx.t, 'GET', '/api/dashboards');
+    assert.is(all.filter((d: any) => d.name === 'Typed before expiry').length, 1);
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
+  }
+});
+
+recovery('given a stored token that has expired, when the panel opens on a dashboard address, then the login page shows and leads back there', async (ctx) => {
+  const [admin] = await ok(ctx.t, 'GET', '/api/users?username=admin');
+  const stale = issueToken(ctx.t.platform.deps.jwtSecret, admin.id, -10);
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Bookmarked' });
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  try {
+    await w.page.goto('/');
+    await w.page.evaluate(`localStorage.setItem('panel.token', ${JSON.stringify(stale)})`);
+    await w.page.goto(`/dashboards/${d._id}`);
+    await w.page.getByLabel('Username').fill(ADMIN.username);
+    await w.page.getByLabel('Password').fill(ADMIN.password);
+    await w.page.getByRole('button', { name: 'Log in' }).click();
+    await w.page.getByRole('heading', { name: 'Bookmarked' }).waitFor();
+    assert.match(w.page.url(), new RegExp(`/dashboards/${d._id}$`));
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
+  }
+});
+
+recovery('given a dashboard open in edit mode, when it is deleted elsewhere and the user adds a widget, then the page says it is gone and leads back', async (ctx) => {
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Doomed' });
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  try {
+    await logIn(w.page, ADMIN.username, ADMIN.password);
+    await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    await w.page.goto(`/dashboards/${d._id}?edit=1`);
+    await w.page.getByRole('button', { name: 'Add widget' }).click();
+    await w.page.getByLabel('Widget type').selectOption('text');
+    await w.page.getByRole('button', { name: 'Add to dashboard' }).waitFor();
+    await ok(ctx.t, 'DELETE', `/api/dashboards/${d._id}`);
+    await w.page.getByRole('button', { name: 'Add to dashboard' }).click();
+    await w.page.getByRole('heading', { name: 'This dashboard is gone' }).waitFor();
+    await screenshot(w.page, 'dashboard-gone');
+    await w.page.getByRole('button', { name: 'Back to the dashboards' }).click();
+    await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
+  }
+});
+
+recovery('given a widget stored under older rules, then it shows in place with its error, and the form repairs it', async (ctx) => {
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Old rules', widgets: [valueWidget(ctx.device._id)] });
+  const { store, projections } = ctx.t.platform.deps;
+  const appended = await store.append(
+    `dashboard-${d._id}`,
+    [{ id: randomUUID(), type: 'WidgetAdded', data: { id: d._id, widget: { id: '0123456789abcdef01234567', x: 4, y: 0, width: 3, height: 4, template: 'deviceValue', settings: { deviceId: ctx.device._id, field: 'power', color: 'red', shouldShowHeading: true, shouldShowSubheading: true } }, at: new Date().toISOString() }, metadata: { actor: 'system:test', correlationId: randomUUID(), time: new Date().toISOString() } }],
+    'exists',
+  );
+  await projections.waitFor(appended.position, 5000);
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  try {
+    await logIn(w.page, ADMIN.username, ADMIN.password);
+    await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    await w.page.goto(`/dashboards/${d._id}?edit=1`);
+    const broken = w.page.locator('.grid-item[data-widget-id="0123456789abcdef01234567"]');
+    await broken.getByText('settings.display is required').waitFor();
+    // The widget beside it is unaffected.
+    await w.page.locator('.grid-item').first().getByText('100').waitFor();
+    await screenshot(w.page, 'widget-broken');
+    await broken.getByRole('button', { name: /^Settings/ }).click();
+    const dialog = w.page.getByRole('dialog');
+    await dialog.getByText("Stored settings fail today's rules").waitFor();
+    await dialog.locator('#settings_display').selectOption('gauge');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    const stored = await ok(ctx.t, 'GET', `/api/dashboards/${d._id}`);
+    const repaired = stored.widgets.find((x: any) => x._id === '0123456789abcdef01234567');
+    assert.not.ok(repaired._broken);
+    assert.is(repaired.settings.display, 'gauge');
+    await broken.locator('svg[aria-label="power: 100"]').waitFor();
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
+  }
+});
+
+recovery('given a dashboard whose device was deleted, then its widget says "no access" and the rest shows', async (ctx) => {
+  const gone = await ok(ctx.t, 'POST', '/api/iotnodes', { name: 'short-lived', power: 7 });
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Lost device', widgets: [valueWidget(ctx.device._id), valueWidget(gone._id, 4)] });
+  await ok(ctx.t, 'DELETE', `/api/iotnodes/${gone._id}`);
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  try {
+    await logIn(w.page, ADMIN.username, ADMIN.password);
+    await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    await w.page.goto(`/dashboards/${d._id}`);
+    await w.page.locator('.dashboard[data-ready="true"]').waitFor();
+    assert.is((await w.page.locator('.grid-item').nth(1).locator('.widget-body').innerText()).trim(), 'no access');
+    await w.page.locator('.grid-item').nth(0).getByText('100').waitFor();
+    await w.page.goto(`/devices/${gone._id}`);
+    await w.page.getByRole('heading', { name: 'No access' }).waitFor();
+    await w.page.goto('/no-such-page');
+    await w.page.getByText('There is no such page.').waitFor();
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
+  }
+});
+
+recovery('given a live dashboard, when the connection to the broker drops, then a banner says so, and after the reconnect values flow again', async (ctx) => {
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Live', widgets: [valueWidget(ctx.device._id)] });
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  // Keeps the page's WebSockets at hand, so the test can cut them as a network failure would.
+  await w.context.addInitScript(`{
+    const Native = window.WebSocket;
+    window.__sockets = [];
+    window.WebSocket = class extends Native { constructor(...a) { super(...a); window.__sockets.push(this); } };
+  }`);
+  try {
+    await logIn(w.page, ADMIN.username, ADMIN.password);
+    await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    await w.page.goto(`/dashboards/${d._id}`);
+    const value = w.page.locator('.grid-item [data-value]');
+    await value.filter({ hasText: '100' }).waitFor();
+    await w.page.locator('html[data-live="online"]').waitFor();
+    await publish(ctx.provider, TOPIC, { power: 101 });
+    await value.filter({ hasText: '101' }).waitFor();
+    await w.page.evaluate('window.__sockets.forEach((s) => s.close())');
+    await w.page.getByRole('status').filter({ hasText: 'Live updates are interrupted' }).waitFor();
+    await screenshot(w.page, 'live-interrupted');
+    await w.page.getByRole('status').filter({ hasText: 'Live updates are interrupted' }).waitFor({ state: 'detached', timeout: 15_000 });
+    await w.page.locator('html[data-live="online"]').waitFor();
+    await publish(ctx.provider, TOPIC, { power: 102 });
+    await value.filter({ hasText: '102' }).waitFor({ timeout: 5000 });
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
+  }
+});
+
+recovery.run();
