@@ -4,6 +4,8 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventCount } from '../users/given.js';
 import { givenDevice, givenTranslator, logsAtLeast, translator, uplink } from './given.js';
 import { draginoLht65, elsysErsCo2, reviewedTranslator } from './codecs/index.js';
+import { checkFields, type TranslatorFields } from '../../domain/translators/translator.js';
+import { ValidationError } from '../../domain/shared/errors.js';
 
 /**
  * An upload is refused for everything wrong with it at once: fixing a codec
@@ -90,10 +92,10 @@ problems('when a field map maps two paths to one field, to a reserved name, or n
   assert.match(withTranslate.text, /^ERR - fieldMap maps the data of decodeUplink, but this code defines translate/);
 });
 
-problems('when examples or field-map paths hold what cannot be stored, then 422 names them before any code runs', async ({ t }) => {
+problems('when examples or field-map paths hold what cannot be stored, then the REST edge refuses the upload naming the first, and the upload check names them all', async ({ t }) => {
   let deep: unknown = 1;
   for (let i = 0; i < 40; i++) deep = { d: deep };
-  const refusal = await refusedWithAll(t, reviewedTranslator(elsysErsCo2, {
+  const body = reviewedTranslator(elsysErsCo2, {
     name: 'unstorable',
     fieldMap: { ...elsysErsCo2.fieldMap, 'motion\u0000': { field: 'motionCount' } },
     examples: [
@@ -101,7 +103,23 @@ problems('when examples or field-map paths hold what cannot be stored, then 422 
       { description: 'deep', input: { fPort: 5, bytes: [1] }, output: { deep } },
       { description: '\ud800', input: { fPort: 5, bytes: [1] }, output: {} },
     ],
-  }));
+  });
+  // Over REST the one check of text and depth for every body answers first (docs/security.md): before any route code runs.
+  const before = await eventCount(t);
+  const res = await t.call('POST', '/api/translators', { body });
+  assert.is(res.status, 422, res.text);
+  assert.is(res.text, 'ERR - fieldMap.motion\\u0000 is a field name that must not contain NUL characters');
+  assert.is(await eventCount(t), before, 'a refused upload stores nothing');
+  // The upload's own check, which also guards translators that do not arrive as a REST body, names every one at once.
+  const fields = { apiVersion: '1.0', description: '', match: {}, parameters: {}, fieldMap: {}, unmapped: 'reject', examples: [], ...body } as unknown as TranslatorFields;
+  let refused: unknown;
+  try {
+    checkFields(fields);
+  } catch (error) {
+    refused = error;
+  }
+  assert.instance(refused, ValidationError);
+  const refusal = { message: (refused as ValidationError).message, errors: (refused as ValidationError).problems ?? [] };
   has(refusal, 'fieldMap["motion\\u0000"]', 'contains a NUL character');
   has(refusal, 'examples[0]', 'examples[0].output.label: contains a NUL character');
   has(refusal, 'examples[1]', 'nests deeper than 32 levels');
