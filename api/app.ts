@@ -9,7 +9,7 @@ import { operationMatcher, type OpenApiDocument, type Operation } from './openap
 import { NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
 import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
-import { checkInput, contentEncoding } from './input.js';
+import { checkInput, contentEncoding, isInstant } from './input.js';
 
 /** Body cap for JSON requests; larger bodies get 413. */
 export const JSON_LIMIT = '1mb';
@@ -75,6 +75,8 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
       validateSecurity: false,
       ignoreUndocumented: false,
       fileUploader: false,
+      // Every `date-time` of the document, in a body or a query, names a real instant.
+      formats: { 'date-time': { type: 'string', validate: isInstant } },
     }),
   );
 

@@ -321,6 +321,8 @@ export class IngestPipeline {
       if (created) this.forgetCreated(created.deviceId);
       throw err;
     }
+    // Nothing to store (a report whose every field was ignored): answered, like a dropped message.
+    if (appends.size === 0) return null;
     return { message: m, appends, created };
   }
 
