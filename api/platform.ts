@@ -138,7 +138,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
           store.kind === 'postgres' ? Promise.resolve(true) : store.readAll({ limit: 1 }).then(() => true, () => false),
         ]);
         const ready = dbUp && storeUp && projections.healthy;
-        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy } };
+        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked } };
       },
     });
 

@@ -8,6 +8,7 @@ import * as translators from './0006_translators.js';
 import * as geofences from './0007_geofences.js';
 import * as reactorCheckpoints from './0010_reactor_checkpoints.js';
 import * as commands from './0011_commands.js';
+import * as parkedEvents from './0012_parked_events.js';
 import * as translatorCodecs from './0020_translator_codecs.js';
 
 /**
@@ -24,6 +25,7 @@ export const migrations: Record<string, Migration> = {
   '0007_geofences': geofences,
   '0010_reactor_checkpoints': reactorCheckpoints,
   '0011_commands': commands,
+  '0012_parked_events': parkedEvents,
   '0020_translator_codecs': translatorCodecs,
 };
 
