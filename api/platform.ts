@@ -47,6 +47,8 @@ import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { liveChannelRoutes } from './channels/live.js';
+import { createMetrics, metricsRoute } from './metrics.js';
+import { measuredStore } from '../domain/eventstore/measured.js';
 
 export interface Platform {
   deps: Deps;
@@ -54,6 +56,8 @@ export interface Platform {
   httpPort: number;
   /** The MQTT address actually bound (MQTT_PORT=0 picks a free port). */
   mqttPort: number;
+  /** The MQTT over TLS port bound; null when TLS is off. */
+  mqttTlsPort: number | null;
   /** The ingest decode stage: translator resolution and calls. */
   translation: Translation;
   stop(): Promise<void>;
@@ -107,7 +111,10 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
     await migrateToLatest(db);
 
-    const store: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+    // Metrics only when someone may read them: without METRICS_TOKEN nothing is measured.
+    const metrics = config.metricsToken ? createMetrics(log) : null;
+    const engine: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+    const store = metrics ? measuredStore(engine, metrics.store) : engine;
     started.push(() => store.close());
     // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
     // One translator sandbox per process; its index follows uploads and device preferences inside the projection runner.
@@ -115,7 +122,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     started.push(() => sandbox.dispose());
     const translation = new Translation(store, db, sandbox, log);
     await translation.load();
-    const ingest = await createIngest(store, db, log, { decoder: translation });
+    const ingest = await createIngest(store, db, log, { decoder: translation, metrics: metrics?.ingest });
     const principals = new Principals(db);
     // Generic connectors' external brokers: connections follow the connectors' events, once committed.
     const externalBrokers = new ExternalBrokers({ store, db, log, registry: ingest.registry, logs: ingest.logs, ingest });
@@ -130,6 +137,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
+      metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
       routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
@@ -153,7 +161,8 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       return new Promise<void>((resolve) => server.close(() => resolve()));
     });
     started.push(() => ingest.stop());
-    const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
+    const tls = config.mqttTls && { port: config.mqttTls.port, cert: readFileSync(config.mqttTls.certFile, 'utf8'), key: readFileSync(config.mqttTls.keyFile, 'utf8') };
+    const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt });
 
     // Reactors: side effects driven by committed events, each from its own checkpoint.
     const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs };
@@ -171,10 +180,14 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       started.push(() => reactor.stop());
       await reactor.start();
     }
+    metrics?.follow({
+      sandbox: () => sandbox.stats(),
+      subscribers: () => [projections.subscriber, ...reactors.flatMap((r) => ('subscriber' in r && r.subscriber ? [r.subscriber] : []))],
+    });
     const httpPort = (server.address() as AddressInfo).port;
     log.info({ port: httpPort }, 'HTTP listening');
 
-    return { deps, httpPort, mqttPort: broker.port, translation, stop: stopAll };
+    return { deps, httpPort, mqttPort: broker.port, mqttTlsPort: broker.tlsPort, translation, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;
