@@ -52,6 +52,8 @@ export interface BrokerMetrics {
 
 /** A TLS handshake that fails within this time is refused; a client that says nothing is cut off. */
 const TLS_HANDSHAKE_MS = 10_000;
+/** Refused TLS handshakes logged per second at most; the rest are counted. */
+const TLS_REFUSALS_LOGGED = 10;
 
 export interface BrokerOptions {
   port: number;
@@ -388,22 +390,33 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   let tlsPort: number | null = null;
   if (options.tls) {
     tlsServer = createTlsServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2', handshakeTimeout: TLS_HANDSHAKE_MS }, serve('tls'));
-    let refusedHandshakes = 0;
-    let lastHandshakeLog = 0;
+    let windowStart = 0;
+    let loggedInWindow = 0;
+    let unlogged = 0;
     // A failed handshake (a client that does not trust the certificate, plain MQTT on this port, an old TLS version)
-    // only ends that connection; it is counted, and logged at most once a second so a scanner cannot flood the log.
+    // only ends that connection. It is counted, and logged: up to TLS_REFUSALS_LOGGED a second, so a scanner cannot
+    // flood the log; the next line logged says how many were left out.
+    // A client that refuses the handshake has often closed its socket by the time the error is reported, and a
+    // closed socket no longer knows its peer: the address is taken when the connection arrives.
+    const remotes = new WeakMap<Socket, string | undefined>();
+    tlsServer.on('connection', (raw: Socket) => remotes.set(raw, raw.remoteAddress));
     tlsServer.on('tlsClientError', (err: Error & { code?: string }, socket) => {
+      const remote = socket.remoteAddress ?? remotes.get((socket as unknown as { _parent: Socket })._parent);
       socket.destroy();
       // A connection closed before it said anything (a port probe) is no refusal.
-      if (err.code === 'ECONNRESET') return log.debug({ remote: socket.remoteAddress }, 'MQTT TLS connection closed before its handshake');
+      if (err.code === 'ECONNRESET') return log.debug({ remote }, 'MQTT TLS connection closed before its handshake');
       metrics?.tlsRefused.inc();
-      refusedHandshakes++;
       const now = Date.now();
-      if (now - lastHandshakeLog > 1000) {
-        log.warn({ remote: socket.remoteAddress, code: err.code, err: err.message, refused: refusedHandshakes }, 'MQTT TLS handshake refused');
-        lastHandshakeLog = now;
-        refusedHandshakes = 0;
+      if (now - windowStart > 1000) {
+        windowStart = now;
+        loggedInWindow = 0;
       }
+      if (++loggedInWindow > TLS_REFUSALS_LOGGED) {
+        unlogged++;
+        return;
+      }
+      log.warn({ remote, code: err.code, err: err.message, unlogged }, 'MQTT TLS handshake refused');
+      unlogged = 0;
     });
     try {
       tlsPort = await listen(tlsServer, options.tls.port);
