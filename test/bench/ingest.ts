@@ -12,6 +12,11 @@
  *   on its output topics through one mqtt channel on a device group of all devices.
  * - Latency: from publish to the consumer's receipt of the output message.
  *   Lost: acknowledged messages never delivered (after a drain of up to 15 s).
+ * - Metrics overhead: the same load again on the same database, with
+ *   METRICS_TOKEN set and `/metrics` scraped every `BENCH_SCRAPE_MS` (default
+ *   1,000), then once more without metrics, so the metered run sits between two
+ *   unmetered ones (the tables grow from run to run). `BENCH_METRICS=off`
+ *   skips these two runs.
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawnProcess, startPlatformProcess } from './processes.js';
@@ -27,6 +32,9 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const CONNECTIONS = 10;
 const DEVICES = 1000;
 const WINDOW = Number(process.env.BENCH_WINDOW ?? 24);
+const METRICS = process.env.BENCH_METRICS !== 'off';
+const SCRAPE_MS = Number(process.env.BENCH_SCRAPE_MS ?? 1000);
+const METRICS_TOKEN = 'bench-metrics-token-0123456789';
 
 const connectClient = (port: number, options: mqtt.IClientOptions) =>
   new Promise<MqttClient>((resolve, reject) => {
@@ -151,6 +159,38 @@ async function main(): Promise<void> {
     await consumer.endAsync();
     await platform.stop();
 
+    // ---- metrics overhead: with metrics on and scraped, then off again, on the same data ----
+    const again = async (env: Record<string, string>) => {
+      const p = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'), env);
+      children.push(p.child);
+      const c = await connectClient(p.ports.mqtt!, { username: 'bench-consumer', password: 'bench-consumer-password' });
+      await c.subscribeAsync(`svc/output/v2/${consumerSet._id}/#`, { qos: 1 });
+      const scrapes: number[] = [];
+      let scraping = env.METRICS_TOKEN !== undefined;
+      const scraper = (async () => {
+        while (scraping) {
+          const started = Date.now();
+          const res = await fetch(`http://127.0.0.1:${p.ports.http}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+          if (res.status !== 200) throw new Error(`GET /metrics: ${res.status}`);
+          await res.text();
+          scrapes.push(Date.now() - started);
+          await new Promise((r) => setTimeout(r, SCRAPE_MS));
+        }
+      })();
+      const result = await run(p.ports.mqtt!, publishers, c, (_topic, payload) => {
+        const m = JSON.parse(payload.toString()) as { diff: { seq?: string; t?: number } };
+        return m.diff.seq && m.diff.t ? { key: m.diff.seq, t: m.diff.t } : null;
+      });
+      scraping = false;
+      await scraper;
+      await c.endAsync();
+      await p.stop();
+      scrapes.sort((a, b) => a - b);
+      return { ...result, scrapes: scrapes.length, scrapeP50Ms: scrapes[Math.floor(scrapes.length / 2)] ?? null, scrapeMaxMs: scrapes[scrapes.length - 1] ?? null };
+    };
+    const metered = METRICS ? await again({ METRICS_TOKEN }) : null;
+    const unmetered = METRICS ? await again({}) : null;
+
     // ---- the baseline: the same load through a plain aedes broker ----
     const plain = await spawnProcess(['test/bench/ingest.ts', '--plain-broker'], {}, (ports) => ports.mqtt !== undefined);
     children.push(plain.child);
@@ -180,6 +220,16 @@ async function main(): Promise<void> {
           delivered: ingest.delivered,
           baseline: { broker: 'plain aedes, no ingest', acceptedPerSecond: baseline.acceptedPerSecond, deliveredPerSecond: baseline.deliveredPerSecond, p50LatencyMs: baseline.p50Ms, p99LatencyMs: baseline.p99Ms, lost: baseline.lost },
           ratioToBaseline: baseline.deliveredPerSecond ? Number((ingest.deliveredPerSecond / baseline.deliveredPerSecond).toFixed(3)) : null,
+          metrics:
+            metered && unmetered
+              ? {
+                  scrapeEveryMs: SCRAPE_MS,
+                  on: { acceptedPerSecond: metered.acceptedPerSecond, deliveredPerSecond: metered.deliveredPerSecond, p50LatencyMs: metered.p50Ms, p99LatencyMs: metered.p99Ms, lost: metered.lost, scrapes: metered.scrapes, scrapeP50Ms: metered.scrapeP50Ms, scrapeMaxMs: metered.scrapeMaxMs },
+                  offAfter: { acceptedPerSecond: unmetered.acceptedPerSecond, deliveredPerSecond: unmetered.deliveredPerSecond, p50LatencyMs: unmetered.p50Ms, p99LatencyMs: unmetered.p99Ms, lost: unmetered.lost },
+                  // The metered run against the mean of the unmetered runs before and after it.
+                  ratioOnToOff: Number((metered.deliveredPerSecond / ((ingest.deliveredPerSecond + unmetered.deliveredPerSecond) / 2)).toFixed(3)),
+                }
+              : 'skipped (BENCH_METRICS=off)',
         },
         null,
         2,
