@@ -393,13 +393,13 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     let windowStart = 0;
     let loggedInWindow = 0;
     let unlogged = 0;
-    // A failed handshake (a client that does not trust the certificate, plain MQTT on this port, an old TLS version)
-    // only ends that connection. It is counted, and logged: up to TLS_REFUSALS_LOGGED a second, so a scanner cannot
-    // flood the log; the next line logged says how many were left out.
     // A client that refuses the handshake has often closed its socket by the time the error is reported, and a
     // closed socket no longer knows its peer: the address is taken when the connection arrives.
     const remotes = new WeakMap<Socket, string | undefined>();
     tlsServer.on('connection', (raw: Socket) => remotes.set(raw, raw.remoteAddress));
+    // A failed handshake (a client that does not trust the certificate, plain MQTT on this port, an old TLS version)
+    // only ends that connection. It is counted, and logged: up to TLS_REFUSALS_LOGGED a second, so a scanner cannot
+    // flood the log; the next line logged says how many were left out.
     tlsServer.on('tlsClientError', (err: Error & { code?: string }, socket) => {
       const remote = socket.remoteAddress ?? remotes.get((socket as unknown as { _parent: Socket })._parent);
       socket.destroy();

@@ -12,11 +12,11 @@
  *   on its output topics through one mqtt channel on a device group of all devices.
  * - Latency: from publish to the consumer's receipt of the output message.
  *   Lost: acknowledged messages never delivered (after a drain of up to 15 s).
- * - Metrics overhead: the same load again on the same database, with
- *   METRICS_TOKEN set and `/metrics` scraped every `BENCH_SCRAPE_MS` (default
- *   1,000), then once more without metrics, so the metered run sits between two
- *   unmetered ones (the tables grow from run to run). `BENCH_METRICS=off`
- *   skips these two runs.
+ * - Metrics overhead: after that run, the database is copied (as a template)
+ *   once per round, so every round starts from the same data; rounds alternate
+ *   without metrics and with METRICS_TOKEN set and `/metrics` scraped every
+ *   `BENCH_SCRAPE_MS` (default 1,000): off, on, off, on for
+ *   `BENCH_METRICS_ROUNDS=2` (the default). `BENCH_METRICS_ROUNDS=0` skips them.
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawnProcess, startPlatformProcess } from './processes.js';
@@ -25,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
 import mqtt, { type MqttClient } from 'mqtt';
+import pg from 'pg';
 import { Aedes } from 'aedes';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 
@@ -32,7 +33,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const CONNECTIONS = 10;
 const DEVICES = 1000;
 const WINDOW = Number(process.env.BENCH_WINDOW ?? 24);
-const METRICS = process.env.BENCH_METRICS !== 'off';
+const METRICS_ROUNDS = Number(process.env.BENCH_METRICS_ROUNDS ?? 2);
 const SCRAPE_MS = Number(process.env.BENCH_SCRAPE_MS ?? 1000);
 const METRICS_TOKEN = 'bench-metrics-token-0123456789';
 
@@ -159,9 +160,18 @@ async function main(): Promise<void> {
     await consumer.endAsync();
     await platform.stop();
 
-    // ---- metrics overhead: with metrics on and scraped, then off again, on the same data ----
+    // ---- metrics overhead: rounds without and with metrics, each on its own copy of the same data ----
+    let copies = 0;
+    const copy = async () => {
+      const name = `bench_copy_${++copies}`;
+      const admin = new pg.Client({ connectionString: cluster.url('postgres') });
+      await admin.connect();
+      await admin.query(`CREATE DATABASE ${name} TEMPLATE bench`);
+      await admin.end();
+      return cluster.url(name);
+    };
     const again = async (env: Record<string, string>) => {
-      const p = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'), env);
+      const p = await startPlatformProcess(await copy(), join(dir, 'data'), env);
       children.push(p.child);
       const c = await connectClient(p.ports.mqtt!, { username: 'bench-consumer', password: 'bench-consumer-password' });
       await c.subscribeAsync(`svc/output/v2/${consumerSet._id}/#`, { qos: 1 });
@@ -188,8 +198,8 @@ async function main(): Promise<void> {
       scrapes.sort((a, b) => a - b);
       return { ...result, scrapes: scrapes.length, scrapeP50Ms: scrapes[Math.floor(scrapes.length / 2)] ?? null, scrapeMaxMs: scrapes[scrapes.length - 1] ?? null };
     };
-    const metered = METRICS ? await again({ METRICS_TOKEN }) : null;
-    const unmetered = METRICS ? await again({}) : null;
+    const rounds: { off: Awaited<ReturnType<typeof again>>; on: Awaited<ReturnType<typeof again>> }[] = [];
+    for (let i = 0; i < METRICS_ROUNDS; i++) rounds.push({ off: await again({}), on: await again({ METRICS_TOKEN }) });
 
     // ---- the baseline: the same load through a plain aedes broker ----
     const plain = await spawnProcess(['test/bench/ingest.ts', '--plain-broker'], {}, (ports) => ports.mqtt !== undefined);
@@ -220,16 +230,17 @@ async function main(): Promise<void> {
           delivered: ingest.delivered,
           baseline: { broker: 'plain aedes, no ingest', acceptedPerSecond: baseline.acceptedPerSecond, deliveredPerSecond: baseline.deliveredPerSecond, p50LatencyMs: baseline.p50Ms, p99LatencyMs: baseline.p99Ms, lost: baseline.lost },
           ratioToBaseline: baseline.deliveredPerSecond ? Number((ingest.deliveredPerSecond / baseline.deliveredPerSecond).toFixed(3)) : null,
-          metrics:
-            metered && unmetered
-              ? {
-                  scrapeEveryMs: SCRAPE_MS,
-                  on: { acceptedPerSecond: metered.acceptedPerSecond, deliveredPerSecond: metered.deliveredPerSecond, p50LatencyMs: metered.p50Ms, p99LatencyMs: metered.p99Ms, lost: metered.lost, scrapes: metered.scrapes, scrapeP50Ms: metered.scrapeP50Ms, scrapeMaxMs: metered.scrapeMaxMs },
-                  offAfter: { acceptedPerSecond: unmetered.acceptedPerSecond, deliveredPerSecond: unmetered.deliveredPerSecond, p50LatencyMs: unmetered.p50Ms, p99LatencyMs: unmetered.p99Ms, lost: unmetered.lost },
-                  // The metered run against the mean of the unmetered runs before and after it.
-                  ratioOnToOff: Number((metered.deliveredPerSecond / ((ingest.deliveredPerSecond + unmetered.deliveredPerSecond) / 2)).toFixed(3)),
-                }
-              : 'skipped (BENCH_METRICS=off)',
+          metrics: rounds.length
+            ? {
+                scrapeEveryMs: SCRAPE_MS,
+                rounds: rounds.map(({ off, on }) => ({
+                  off: { deliveredPerSecond: off.deliveredPerSecond, p50LatencyMs: off.p50Ms, p99LatencyMs: off.p99Ms, lost: off.lost },
+                  on: { deliveredPerSecond: on.deliveredPerSecond, p50LatencyMs: on.p50Ms, p99LatencyMs: on.p99Ms, lost: on.lost, scrapes: on.scrapes, scrapeP50Ms: on.scrapeP50Ms, scrapeMaxMs: on.scrapeMaxMs },
+                  ratioOnToOff: Number((on.deliveredPerSecond / off.deliveredPerSecond).toFixed(3)),
+                })),
+                ratioOnToOff: Number((rounds.reduce((a, r) => a + r.on.deliveredPerSecond, 0) / rounds.reduce((a, r) => a + r.off.deliveredPerSecond, 0)).toFixed(3)),
+              }
+            : 'skipped (BENCH_METRICS_ROUNDS=0)',
         },
         null,
         2,
