@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ConfigError, loadConfig } from '../../api/config.js';
@@ -60,6 +61,14 @@ config('given TLS_CERT_FILE and TLS_KEY_FILE, then MQTT over TLS is on, at 8883 
   } finally {
     certs.remove();
   }
+});
+
+config('when the platform is started with MQTT_TLS_PORT but no certificate, then it stops at once with one line naming the variables', () => {
+  const root = new URL('../..', import.meta.url).pathname;
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'api/main.ts'], { cwd: root, encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH, MQTT_TLS_PORT: '8883' } });
+  assert.is(run.status, 2, run.stderr);
+  assert.is(run.stderr.trim().split('\n').length, 1, run.stderr);
+  assert.match(run.stderr, /^configuration: MQTT_TLS_PORT needs TLS_CERT_FILE and TLS_KEY_FILE/);
 });
 
 config('given no PostgreSQL binaries and no permission to install, then one line names the packages and DATABASE_URL', () => {
