@@ -46,6 +46,9 @@ import { HttpChannels } from '../reactors/channels/http.js';
 import { CommandDelivery } from '../reactors/commands/delivery.js';
 import { panelRoutes } from './web.js';
 import { liveChannelRoutes } from './channels/live.js';
+import { ruleRoutes } from './rules/routes.js';
+import { deviceCommands } from './commands/send.js';
+import { RulesReactor } from '../reactors/rules/index.js';
 
 export interface Platform {
   deps: Deps;
@@ -127,7 +130,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -162,6 +165,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
         if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
         return Promise.reject(new Error('external brokers are not connected in this build'));
       }),
+      new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());

@@ -288,3 +288,30 @@ export function runLogEntry(e: RecordedEvent): LogEvent['data'] | null {
     }
   }
 }
+
+/** A rule as a run needs it. */
+export interface RunnableRule {
+  id: string;
+  name: string;
+  owner: string;
+  definition: RuleDefinition;
+}
+
+/** The run a trigger starts: its conditions evaluated, its actions planned. */
+export function decideStart(
+  rule: RunnableRule,
+  trigger: RunTrigger,
+  runId: string,
+  depth: number,
+  at: string,
+  input: Pick<PlanInput, 'device' | 'changed'>,
+  missed?: number,
+): RunStarted {
+  const { conditions, actions } = plan({ definition: rule.definition, triggerNodeId: trigger.nodeId, ...input });
+  return { runId, ruleId: rule.id, ruleName: rule.name, owner: rule.owner, trigger, depth, conditions, actions, ...(missed ? { missed } : {}), at };
+}
+
+/** The device ids a run from this trigger may evaluate conditions on. */
+export function conditionDevices(definition: RuleDefinition): string[] {
+  return [...new Set(definition.nodes.flatMap((n) => (n.type === 'condition' ? [n.config.deviceId] : [])))];
+}
