@@ -34,14 +34,14 @@ export interface RuleLog {
 }
 
 /** The rule's log, oldest first. */
-export async function ruleLog(t: TestPlatform, ruleId: string): Promise<RuleLog[]> {
-  const res = await t.call('GET', `/api/logs?resourceId=${ruleId}&limit=1000`);
+export async function ruleLog(t: TestPlatform, ruleId: string, token?: string): Promise<RuleLog[]> {
+  const res = await t.call('GET', `/api/logs?resourceId=${ruleId}&limit=1000`, token ? { token } : {});
   assert.is(res.status, 200, res.text);
   return (res.body.logs as RuleLog[]).reverse();
 }
 
 /** Waits until the rule's log has an entry matching `pattern`. */
-export const logged = (t: TestPlatform, ruleId: string, pattern: RegExp, ms = 10_000) =>
-  eventually(async () => (await ruleLog(t, ruleId)).find((l) => pattern.test(l.message)), ms, `a log entry of rule ${ruleId} matching ${pattern}`);
+export const logged = (t: TestPlatform, ruleId: string, pattern: RegExp, ms = 10_000, token?: string) =>
+  eventually(async () => (await ruleLog(t, ruleId, token)).find((l) => pattern.test(l.message)), ms, `a log entry of rule ${ruleId} matching ${pattern}`);
 
 export const deviceNow = async (t: TestPlatform, id: string) => (await t.call('GET', `/api/iotnodes/${id}`)).body as Record<string, any>;
