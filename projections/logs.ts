@@ -3,6 +3,7 @@ import type { RecordedEvent } from '../domain/shared/events.js';
 import type { LogEvent } from '../domain/logs/logEntry.js';
 import type { DeviceEvent } from '../domain/devices/device.js';
 import type { Projection } from './runner.js';
+import { runLogEntry } from '../domain/rules/run.js';
 
 export interface DeviceLogsTable {
   id: string;
@@ -21,9 +22,9 @@ export interface LogsTables {
   device_logs: DeviceLogsTable;
 }
 
-/** Entries that other events imply: a claim is logged on its device, with the claim's event id as the entry's. */
+/** Entries that other events imply, with the event's id as the entry's: a claim is logged on its device, a rule's run on the rule. */
 function impliedEntry(e: RecordedEvent): LogEvent['data'] | null {
-  if (e.type !== 'DeviceClaimed') return null;
+  if (e.type !== 'DeviceClaimed') return runLogEntry(e);
   const claim = (e as RecordedEvent & DeviceEvent & { type: 'DeviceClaimed' }).data;
   return {
     id: e.id,
