@@ -21,4 +21,7 @@ export const OWNED_RESOURCES: OwnedResource[] = [
   { resourceType: 'connector', created: 'ConnectorCreated', deleted: 'ConnectorDeleted' },
   { resourceType: 'channel', created: 'ChannelCreated', deleted: 'ChannelDeleted' },
   { resourceType: 'deviceGroup', created: 'DeviceGroupCreated', deleted: 'DeviceGroupDeleted' },
+  { resourceType: 'location', created: 'LocationCreated', deleted: 'LocationDeleted' },
+  { resourceType: 'organization', created: 'OrganizationCreated', deleted: 'OrganizationDeleted' },
+  { resourceType: 'app', created: 'AppCreated', deleted: 'AppDeleted' },
 ];
