@@ -95,6 +95,34 @@ tls('given MQTT.js with the CA, then the same login and topic rules hold as on p
   assert.ok(logs);
 });
 
+tls('given an app over TLS, then it receives its output topic, and a new secret closes its TLS connection as on plain MQTT', async ({ t, certs, p, port }) => {
+  const ca = readFileSync(certs.ca);
+  const device = (await deviceOf(t, `${ROOT}/mqttjs`))._id;
+  const app = await t.call('POST', '/api/apps', { body: { name: 'TLS dashboard' } });
+  assert.is(app.status, 201, app.text);
+  const channel = await t.call('POST', '/api/channels', { body: { name: 'to the TLS app', iotnode: device, mqtt: { type: 'app', recipient: app.body._id } } });
+  assert.is(channel.status, 201, channel.text);
+  const consumer = await connectMqtts(port, { ca, username: app.body._id, password: app.body.secret, clientId: 'tls-app' });
+  await consumer.subscribeAsync(`svc/output/v2/${app.body._id}/#`, { qos: 1 });
+  const received = new Promise<string>((resolve) => consumer.once('message', (topic) => resolve(topic)));
+
+  const publisher = await connectMqtts(port, { ca, username: p.username, password: p.password, clientId: 'tls-app-feed' });
+  await publisher.publishAsync(`${ROOT}/mqttjs`, JSON.stringify({ humidity: 42 }), { qos: 1 });
+  await publisher.endAsync();
+  assert.match(await received, new RegExp(`^svc/output/v2/${app.body._id}/`));
+
+  const gone = closed(consumer);
+  assert.is((await t.call('POST', `/api/apps/${app.body._id}/secret`)).status, 200);
+  assert.ok(await gone, 'the TLS connection opened with the old secret is closed');
+  consumer.end(true);
+  try {
+    await connectMqtts(port, { ca, username: app.body._id, password: app.body.secret, clientId: 'tls-app-old' });
+    assert.unreachable('the old secret logged in over TLS');
+  } catch (error) {
+    assert.match((error as Error).message, /Not authorized|Bad username or password/);
+  }
+});
+
 tls('given MQTT.js without the CA (the system trust store), then the client refuses the server’s certificate and nothing is stored', async ({ t, p, port }) => {
   try {
     await connectMqtts(port, { username: p.username, password: p.password, clientId: 'tls-no-ca' });
