@@ -46,6 +46,8 @@ import { HttpChannels } from '../reactors/channels/http.js';
 import { CommandDelivery } from '../reactors/commands/delivery.js';
 import { panelRoutes } from './web.js';
 import { liveChannelRoutes } from './channels/live.js';
+import { calculationRoutes } from './calculations/routes.js';
+import { CalculationReactor } from '../reactors/calculations/reactor.js';
 
 export interface Platform {
   deps: Deps;
@@ -82,8 +84,13 @@ function jwtSecret(config: Config): string {
   return secret;
 }
 
+/** What the environment cannot set: the clock (tests set it to put reports at chosen times). */
+export interface PlatformOptions {
+  clock?: () => Date;
+}
+
 /** The composition root: every dependency is built and wired here, once. */
-export async function startPlatform(config: Config, log: Logger): Promise<Platform> {
+export async function startPlatform(config: Config, log: Logger, options: PlatformOptions = {}): Promise<Platform> {
   // What has started, to be stopped in reverse order: on stop(), or at once when a later step of start fails,
   // so a failed start never leaves a private cluster or a port behind.
   const started: (() => unknown)[] = [];
@@ -120,14 +127,14 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     started.push(() => projections.stop());
     await projections.start();
 
-    const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config), principals };
+    const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals };
     await bootstrapAdmin(deps);
 
     const openapi = loadOpenApi();
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), calculationRoutes(deps)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -150,7 +157,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       return new Promise<void>((resolve) => server.close(() => resolve()));
     });
     started.push(() => ingest.stop());
-    const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
+    const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret, clock: deps.clock });
 
     // Reactors: side effects driven by committed events, each from its own checkpoint.
     const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs };
@@ -162,6 +169,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
         if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
         return Promise.reject(new Error('external brokers are not connected in this build'));
       }),
+      new CalculationReactor({ store, db, log, projections, clock: deps.clock }),
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());

@@ -51,6 +51,8 @@ export interface BrokerOptions {
   log: Logger;
   db: Kysely<Database>;
   jwtSecret: string;
+  /** The platform clock: a message's `receivedAt`, which becomes its report's `reportedAt`. */
+  clock?: () => Date;
 }
 
 export interface Broker {
@@ -304,7 +306,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         path: resolved.path,
         topic,
         payload: body as Record<string, unknown>,
-        receivedAt: new Date().toISOString(),
+        receivedAt: (options.clock?.() ?? new Date()).toISOString(),
         correlationId: `mqtt:${hash}:${messageId ?? '-'}:${session.clientId}`,
         dedup: messageId !== undefined ? { key: dedupKey(session.id, session.clientId, messageId), hash, redelivery: packet.dup === true } : undefined,
         done: (err) => {

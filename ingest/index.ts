@@ -30,7 +30,7 @@ export interface Ingest {
    * translators; resolves once stored (or recognised as a repeat by `dedupKey`).
    */
   report(r: { deviceId: string; connectorId: string; topic: string; payload: Record<string, unknown>; receivedAt: string; correlationId: string; dedupKey: string }): Promise<void>;
-  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string }): Promise<Broker>;
+  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string; clock?: () => Date }): Promise<Broker>;
   stop(): Promise<void>;
 }
 
@@ -61,9 +61,9 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
         });
       }),
     broker: null,
-    async start({ mqttPort, httpServer, jwtSecret }) {
+    async start({ mqttPort, httpServer, jwtSecret, clock }) {
       await pipeline.seed();
-      const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret });
+      const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret, clock });
       ingest.broker = broker;
       purge = setInterval(() => {
         purgeExpiredLogs(db).catch((err) => log.error({ err }, 'purging expired log entries failed'));

@@ -9,6 +9,7 @@ import * as geofences from './0007_geofences.js';
 import * as reactorCheckpoints from './0010_reactor_checkpoints.js';
 import * as commands from './0011_commands.js';
 import * as translatorCodecs from './0020_translator_codecs.js';
+import * as calculations from './0033_calculations.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -25,6 +26,7 @@ export const migrations: Record<string, Migration> = {
   '0010_reactor_checkpoints': reactorCheckpoints,
   '0011_commands': commands,
   '0020_translator_codecs': translatorCodecs,
+  '0033_calculations': calculations,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

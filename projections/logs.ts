@@ -2,6 +2,8 @@ import { sql } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
 import type { LogEvent } from '../domain/logs/logEntry.js';
 import type { DeviceEvent } from '../domain/devices/device.js';
+import { calculationEntry } from '../domain/calculations/logs.js';
+import type { CalculationEvent } from '../domain/calculations/calculation.js';
 import type { Projection } from './runner.js';
 
 export interface DeviceLogsTable {
@@ -21,8 +23,12 @@ export interface LogsTables {
   device_logs: DeviceLogsTable;
 }
 
-/** Entries that other events imply: a claim is logged on its device, with the claim's event id as the entry's. */
+/**
+ * Entries that other events imply, each with its event's id as the entry's: a
+ * claim is logged on its device; a calculation halted or resumed on the calculation.
+ */
 function impliedEntry(e: RecordedEvent): LogEvent['data'] | null {
+  if (e.type === 'CalculationHalted' || e.type === 'CalculationResumed') return calculationEntry(e as RecordedEvent & CalculationEvent);
   if (e.type !== 'DeviceClaimed') return null;
   const claim = (e as RecordedEvent & DeviceEvent & { type: 'DeviceClaimed' }).data;
   return {

@@ -21,4 +21,5 @@ export const OWNED_RESOURCES: OwnedResource[] = [
   { resourceType: 'connector', created: 'ConnectorCreated', deleted: 'ConnectorDeleted' },
   { resourceType: 'channel', created: 'ChannelCreated', deleted: 'ChannelDeleted' },
   { resourceType: 'deviceGroup', created: 'DeviceGroupCreated', deleted: 'DeviceGroupDeleted' },
+  { resourceType: 'calculation', created: 'CalculationCreated', deleted: 'CalculationDeleted' },
 ];
