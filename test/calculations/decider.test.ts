@@ -104,7 +104,7 @@ refused('an interval has no seconds', { ...sum, schedule: { type: 'interval' } a
 refused('an interval is 9 s', { ...sum, schedule: { type: 'interval', seconds: 9 } }, /^ERR - schedule\.seconds must be a whole number of seconds from 10 to 2678400$/);
 refused('an onChange schedule has seconds', { ...sum, schedule: { type: 'onChange', seconds: 10 } as never }, /^ERR - schedule\.seconds is only for schedule\.type interval/);
 refused('a lastValue asks for a difference', { ...sum, aggregation: 'difference' } as never, /^ERR - aggregation must be one of sum, mean, min, max, count for a lastValue calculation$/);
-refused('a source repeats', { ...sum, sources: [...(sum as { sources: [] }).sources, { deviceId: a, field: 'power' }] } as never, 'ERR - sources.2 repeats sources.0');
+refused('a source repeats', { ...sum, sources: [{ deviceId: a, field: 'power' }, { deviceId: b, field: 'power' }, { deviceId: a, field: 'power' }] } as never, 'ERR - sources.2 repeats sources.0');
 refused('the destination is a platform field', { ...sum, destination: { deviceId: c, field: 'reportedAt' } }, /^ERR - destination\.field reportedAt is kept by the platform/);
 refused('the destination is lnglat', { ...sum, destination: { deviceId: c, field: 'lnglat' } }, /^ERR - destination\.field lnglat/);
 refused('a window is longer than 31 days', { ...hourly, window: { seconds: 31 * 86400 + 1 } } as never, /^ERR - window\.seconds must be a whole number of seconds from 1 to 2678400$/);
