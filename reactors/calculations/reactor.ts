@@ -21,7 +21,7 @@ import { satisfies } from '../../domain/access/scopes.js';
 import { scopesOfUser } from '../../api/access.js';
 import { historyValues } from '../../projections/devices.js';
 import type { Database } from '../../projections/database.js';
-import { latestReadings, windowStats } from './readings.js';
+import { latestReadings, seriesWindowStats, windowStats } from './readings.js';
 
 /** The reactor's checkpoint; migration 0033 starts it at the end of the log of an existing installation. */
 export const CALCULATIONS_CHECKPOINT = 'calculations';
@@ -30,6 +30,8 @@ export const CALCULATIONS_CHECKPOINT = 'calculations';
 const WAIT_MS = 30_000;
 
 const CALCULATION_EVENTS = new Set(['CalculationCreated', 'CalculationReplaced', 'CalculationHalted', 'CalculationResumed', 'CalculationDeleted']);
+
+type WindowDefinition = Extract<CalculationDefinition, { type: 'window' }>;
 
 /** A calculation as the reactor runs it. */
 interface Live {
@@ -303,16 +305,21 @@ export class CalculationReactor {
     const windows: { i: number; run: Run }[] = [];
     const lasts: { i: number; run: Run }[] = [];
     runs.forEach((run, i) => (run.calc.definition.type === 'window' ? windows : lasts).push({ i, run }));
-    const stats = await windowStats(
-      this.deps.db,
-      windows.map(({ run }) => {
-        const d = run.calc.definition as Extract<CalculationDefinition, { type: 'window' }>;
-        return { deviceId: d.source.deviceId, field: d.source.field, end: run.at, seconds: d.window.seconds };
-      }),
-    );
-    windows.forEach(({ i, run }, k) => {
-      out[i] = windowResult((run.calc.definition as Extract<CalculationDefinition, { type: 'window' }>).aggregation, stats[k]!);
-    });
+    // Windows over a series that reported more than once in the batch share one read of its readings; a lone one is aggregated by the database.
+    const series = new Map<string, { i: number; run: Run; d: WindowDefinition }[]>();
+    for (const { i, run } of windows) {
+      const d = run.calc.definition as WindowDefinition;
+      const key = `${d.source.deviceId}/${d.source.field}/${d.window.seconds}`;
+      series.set(key, [...(series.get(key) ?? []), { i, run, d }]);
+    }
+    const lone = [...series.values()].filter((runs) => runs.length === 1).map((runs) => runs[0]!);
+    const shared = [...series.values()].filter((runs) => runs.length > 1);
+    const [single, many] = await Promise.all([
+      windowStats(this.deps.db, lone.map(({ run, d }) => ({ deviceId: d.source.deviceId, field: d.source.field, end: run.at, seconds: d.window.seconds }))),
+      seriesWindowStats(this.deps.db, shared.map((runs) => ({ deviceId: runs[0]!.d.source.deviceId, field: runs[0]!.d.source.field, seconds: runs[0]!.d.window.seconds, ends: runs.map(({ run }) => run.at) }))),
+    ]);
+    lone.forEach(({ i, d }, k) => (out[i] = windowResult(d.aggregation, single[k]!)));
+    shared.forEach((runs, k) => runs.forEach(({ i, d }, j) => (out[i] = windowResult(d.aggregation, many[k]![j]!))));
     const queries = lasts.flatMap(({ run }) => sourcesOf(run.calc.definition).map((s) => ({ deviceId: s.deviceId, field: s.field, at: run.at })));
     const readings = await latestReadings(this.deps.db, queries);
     let k = 0;
