@@ -9,7 +9,7 @@ import { operationMatcher, type OpenApiDocument, type Operation } from './openap
 import { NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
 import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
-import { checkInput, contentEncoding } from './input.js';
+import { checkInput, contentEncoding, isInstant } from './input.js';
 
 /** Body cap for JSON requests; larger bodies get 413. */
 export const JSON_LIMIT = '1mb';
@@ -57,6 +57,7 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   // caller whose role does not allow the method gets 403 `Forbidden`, never a verdict on a body they may not send.
   const auth = authenticate(deps);
   const operationOf = operationMatcher(openapi);
+  app.use(deprecation(operationOf));
   app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
   app.use(authorizeMethod(deps, operationOf));
   app.use(contentEncoding());
@@ -75,6 +76,8 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
       validateSecurity: false,
       ignoreUndocumented: false,
       fileUploader: false,
+      // Every `date-time` of the document, in a body or a query, names a real instant.
+      formats: { 'date-time': { type: 'string', validate: isInstant } },
     }),
   );
 
@@ -87,3 +90,21 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
 
 /** An operation the document marks `security: []`. */
 const isPublic = (operation: Operation | null): boolean => Array.isArray(operation?.spec.security) && operation.spec.security.length === 0;
+
+/**
+ * Operations the document marks `deprecated` answer with RFC 9745's
+ * `Deprecation` header (the date in `x-deprecated-since`, as `@<epoch
+ * seconds>`) and a `Link` to the reference, whatever the outcome, so a client
+ * learns it from any answer.
+ */
+function deprecation(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
+  return (req, res, next) => {
+    const spec = operationOf(req.method, req.path)?.spec;
+    if (spec?.deprecated === true) {
+      const since = Date.parse(String(spec['x-deprecated-since']));
+      res.setHeader('Deprecation', Number.isFinite(since) ? `@${Math.floor(since / 1000)}` : '@0');
+      res.setHeader('Link', '</api/docs/>; rel="deprecation"; type="text/html"');
+    }
+    next();
+  };
+}

@@ -46,8 +46,7 @@ export function checkInput(operationOf: (method: string, path: string) => Operat
     const query = jsonProblem(req.query);
     if (query) return next(ValidationError.field(query.path || 'query', query.why));
     // The validator coerces `1e309` to Infinity and lets it pass a `maximum`; a number parameter must be finite first.
-    const parameters = (operationOf(req.method, req.path)?.spec.parameters ?? []) as { name: string; in: string; schema?: { type?: string } }[];
-    for (const p of parameters) {
+    for (const p of operationOf(req.method, req.path)?.parameters ?? []) {
       if (p.in !== 'query' || (p.schema?.type !== 'number' && p.schema?.type !== 'integer')) continue;
       const raw = (req.query as Record<string, unknown>)[p.name];
       if (typeof raw === 'string' && raw.trim() !== '' && !Number.isFinite(Number(raw))) return next(ValidationError.field(p.name, 'must be a finite number'));
@@ -58,4 +57,24 @@ export function checkInput(operationOf: (method: string, path: string) => Operat
     }
     next();
   };
+}
+
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
+const leap = (year: number) => year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+const daysIn = (year: number, month: number) => (month === 2 ? (leap(year) ? 29 : 28) : [31, 0, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!);
+
+/**
+ * The document's `date-time` format: an RFC 3339 date and time that names a
+ * real instant. The validator's own check reads only the shape, so February
+ * 30, hour 25, an offset of 99:99 or a leap second (which no JavaScript date
+ * holds) would pass it and become an invalid date in a query.
+ */
+export function isInstant(text: string): boolean {
+  const m = DATE_TIME.exec(text);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const offset = [Number(m[9] ?? 0), Number(m[10] ?? 0)];
+  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 59) return false;
+  if (offset[0]! > 23 || offset[1]! > 59) return false;
+  return Number.isFinite(Date.parse(text));
 }

@@ -43,9 +43,17 @@ import { uplinkRoutes } from './translators/uplinks.js';
 import { GeofenceTracking } from '../reactors/geofences/tracking.js';
 import { MqttOutput } from '../reactors/channels/mqtt.js';
 import { HttpChannels } from '../reactors/channels/http.js';
-import { CommandDelivery } from '../reactors/commands/delivery.js';
+import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js';
+import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { liveChannelRoutes } from './channels/live.js';
+import { ruleRoutes } from './rules/routes.js';
+import { deviceCommands } from './commands/send.js';
+import { RulesReactor } from '../reactors/rules/index.js';
+import { locationRoutes } from './locations/routes.js';
+import { organizationRoutes } from './organizations/routes.js';
+import { appRoutes } from './apps/routes.js';
+import { appFilterRoutes } from './usergroups/appFilter.js';
 import { calculationRoutes } from './calculations/routes.js';
 import { CalculationReactor } from '../reactors/calculations/reactor.js';
 
@@ -123,7 +131,9 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     await translation.load();
     const ingest = await createIngest(store, db, log, { decoder: translation });
     const principals = new Principals(db);
-    const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection, principals.projection], log);
+    // Generic connectors' external brokers: connections follow the connectors' events, once committed.
+    const externalBrokers = new ExternalBrokers({ store, db, log, registry: ingest.registry, logs: ingest.logs, ingest });
+    const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection, principals.projection, externalBrokers.projection], log);
     started.push(() => projections.stop());
     await projections.start();
 
@@ -134,7 +144,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), calculationRoutes(deps)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -142,7 +152,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
           store.kind === 'postgres' ? Promise.resolve(true) : store.readAll({ limit: 1 }).then(() => true, () => false),
         ]);
         const ready = dbUp && storeUp && projections.healthy;
-        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy } };
+        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked } };
       },
     });
 
@@ -165,10 +175,12 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
       new HttpChannels(store, db, ingest.registry, ingest.logs, log),
       new GeofenceTracking(deps),
-      new CommandDelivery({ ...reactorDeps, projections }, (connector, topic, message) => {
+      new CommandDelivery({ ...reactorDeps, projections }, (connector, topic, message, key) => {
         if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
-        return Promise.reject(new Error('external brokers are not connected in this build'));
+        return externalBrokers.publish(connector.id, topic, message, key, COMMAND_RETRY.callTimeoutMs);
       }),
+      externalBrokers,
+      new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
       new CalculationReactor({ store, db, log, projections, clock: deps.clock }),
     ];
     for (const reactor of reactors) {

@@ -7,7 +7,7 @@ import type { EventStore } from '../domain/eventstore/port.js';
 import type { Database } from '../projections/database.js';
 import { purgeExpiredLogs } from '../projections/logs.js';
 import { Registry } from './registry.js';
-import { IngestPipeline, type PipelineOptions } from './pipeline.js';
+import { IngestPipeline, dedupKey, type PipelineOptions } from './pipeline.js';
 import { LogWriter } from '../domain/logs/writer.js';
 import { startBroker, type Broker } from './broker.js';
 
@@ -30,6 +30,16 @@ export interface Ingest {
    * translators; resolves once stored (or recognised as a repeat by `dedupKey`).
    */
   report(r: { deviceId: string; connectorId: string; topic: string; payload: Record<string, unknown>; receivedAt: string; correlationId: string; dedupKey: string }): Promise<void>;
+  /**
+   * A message of a Generic connector's external broker, checked at the edge
+   * (`readPayload`): treated as a publish on a reserved topic is, among the
+   * connector's devices (the one whose secret is the topic, created by its
+   * first message). `packetId` and `dup` recognise the broker's re-send of a
+   * message already stored. Resolves once stored (or answered without
+   * storing: a re-send, a refusal logged on the connector); rejects when it
+   * cannot be stored now.
+   */
+  external(m: { connectorId: string; clientId: string; topic: string; payload: Record<string, unknown>; hash: string; packetId?: number; dup: boolean; receivedAt: string }): Promise<void>;
   start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string; clock?: () => Date }): Promise<Broker>;
   stop(): Promise<void>;
 }
@@ -58,6 +68,20 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
           correlationId: r.correlationId,
           dedup: { key: r.dedupKey, hash, redelivery: true },
           done: (err) => (err ? reject(new UnavailableError('ERR - the uplink could not be stored now; send it again')) : resolve()),
+        });
+      }),
+    external: (m) =>
+      new Promise<void>((resolve, reject) => {
+        pipeline.submit({
+          kind: 'external',
+          connectorId: m.connectorId,
+          topic: m.topic,
+          payload: m.payload,
+          receivedAt: m.receivedAt,
+          correlationId: `mqtt:${m.hash}:${m.packetId ?? '-'}:${m.clientId}`,
+          // The broker re-sends an unacknowledged message with DUP set and its packet id; a packet id without DUP is a new message.
+          dedup: m.packetId !== undefined ? { key: dedupKey(m.connectorId, m.clientId, m.packetId), hash: m.hash, redelivery: m.dup } : undefined,
+          done: (err) => (err ? reject(err) : resolve()),
         });
       }),
     broker: null,

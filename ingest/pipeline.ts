@@ -6,7 +6,7 @@ import type { NewEvent } from '../domain/shared/events.js';
 import { newResourceId } from '../domain/shared/ids.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 import { toNewEvent } from '../domain/shared/decider.js';
-import { decideReport, deviceStream, mqttRegistration, type DeviceDoc } from '../domain/devices/device.js';
+import { connectorRegistration, decideReport, deviceStream, mqttRegistration, type DeviceDoc } from '../domain/devices/device.js';
 import { accessDecider, accessStream } from '../domain/access/rights.js';
 import type { Scope } from '../domain/access/scopes.js';
 import type { Database } from '../projections/database.js';
@@ -15,10 +15,11 @@ import type { LogWriter } from '../domain/logs/writer.js';
 import type { Decoder } from './translate.js';
 
 /**
- * An accepted report, waiting to become a device event. It comes either on
- * a reserved MQTT topic (the device is the one whose secret is the reserved
- * topic, created by its first message) or for a device already known (a
- * network server's uplink, found by its connector and DevEUI).
+ * An accepted report, waiting to become a device event. It comes on a
+ * reserved MQTT topic (the device is the one whose secret is the reserved
+ * topic, created by its first message), on a topic of a Generic connector's
+ * external broker (the same, among that connector's devices), or for a device
+ * already known (a network server's uplink, found by its connector and DevEUI).
  */
 export type IngestMessage = IngestCommon & (
   | {
@@ -26,6 +27,13 @@ export type IngestMessage = IngestCommon & (
       reserved: ReservedTopicInfo;
       /** Levels below the reserved topic; empty for the reserved topic itself. */
       path: string[];
+      topic: string;
+    }
+  | {
+      kind: 'external';
+      /** The Generic connector whose external broker delivered it: its actor, and where refusals are logged. */
+      connectorId: string;
+      /** The topic at that broker: the secret of its device. */
       topic: string;
     }
   | {
@@ -69,7 +77,10 @@ const DEDUP_CAPACITY = 200_000;
 const ownerOf = (m: IngestMessage) =>
   m.kind === 'topic' ? { actor: `credentials:${m.reserved.setId}`, resourceId: m.reserved.setId, resourceType: 'credentialsSet' } : { actor: `connector:${m.connectorId}`, resourceId: m.connectorId, resourceType: 'connector' };
 
-/** The redelivery key of a message: packet ids are per client id, and client ids per credentials set. */
+/** A message's text in a log entry about it. */
+const messageOf = (m: IngestMessage) => (m.kind === 'device' ? `Uplink for iotnode ${m.deviceId}` : `MQTT message on ${m.topic}`);
+
+/** The redelivery key of a message: packet ids are per client id, and client ids per credentials set (or per external broker's connector). */
 export const dedupKey = (setId: string, clientId: string, packetId: number | string) => `${setId}\u0000${clientId}\u0000${packetId}`;
 
 /** What one stored QoS > 0 message leaves for recognising a re-send of it. */
@@ -83,7 +94,8 @@ interface Remembered {
 interface Unit {
   message: IngestMessage;
   appends: Map<string, NewEvent[]>;
-  created: { deviceId: string; setId: string; createdBy: string } | null;
+  /** A device this message creates, and the resource (credentials set or connector) whose access rights pass to it. */
+  created: { deviceId: string; from: string; actor: string; createdBy: string } | null;
 }
 
 /**
@@ -128,7 +140,7 @@ export class IngestPipeline {
       WHERE type = 'DeviceReported' ORDER BY global_position DESC LIMIT ${limit}`.execute(this.db);
     for (const { c, a } of rows.reverse()) {
       const m = /^mqtt:([0-9a-f]+):(\d+):(.*)$/s.exec(c ?? '');
-      const set = /^credentials:(.+)$/.exec(a ?? '');
+      const set = /^(?:credentials|connector):(.+)$/.exec(a ?? '');
       if (m && set) this.stored.set(dedupKey(set[1]!, m[3]!, m[2]!), { hash: m[1]!, conn: null });
     }
   }
@@ -210,7 +222,7 @@ export class IngestPipeline {
       this.log.error({ err, messages: batch.length }, 'ingest batch failed; publishers are disconnected and will send again');
     }
     for (const u of [...outcome.refused, ...outcome.failed]) {
-      if (u.created) this.registry.forgetSecret(u.created.deviceId);
+      if (u.created) this.forgetCreated(u.created.deviceId);
       this.decoder?.forget([...u.appends.keys()].filter((s) => s.startsWith(deviceStream(''))).map((s) => s.slice(deviceStream('').length)));
     }
     for (const u of outcome.refused) this.refuse(u.message, 'the database refused its content');
@@ -234,7 +246,7 @@ export class IngestPipeline {
       type: 'error',
       priority: 'high',
       category: 'update',
-      message: m.kind === 'topic' ? `MQTT message on ${m.topic} not stored: ${why}` : `Uplink for iotnode ${m.deviceId} not stored: ${why}`,
+      message: `${messageOf(m)} not stored: ${why}`,
     }, `refused ${why}`);
   }
 
@@ -245,7 +257,23 @@ export class IngestPipeline {
     const add = (stream: string, event: NewEvent) => appends.set(stream, [...(appends.get(stream) ?? []), event]);
     let created: Unit['created'] = null;
     const path = m.kind === 'topic' ? m.path : [];
-    let deviceId = m.kind === 'topic' ? this.registry.deviceOfSecret(m.reserved.topic) : m.deviceId;
+    let deviceId = m.kind === 'topic' ? this.registry.deviceOfSecret(m.reserved.topic) : m.kind === 'external' ? this.registry.deviceOfSecret(m.topic) : m.deviceId;
+    if (m.kind === 'external') {
+      // Secrets are unique platform-wide: a topic that is the secret of a device of another connector, or of none, names a device this connector may not write.
+      if (deviceId && this.registry.bindingOf(deviceId).connector !== m.connectorId) {
+        this.refuse(m, 'the topic is the secret of an iotnode that is not of this connector');
+        return null;
+      }
+      if (!deviceId) {
+        const connector = this.registry.connector(m.connectorId);
+        if (!connector) return null;
+        deviceId = newResourceId();
+        this.registry.putSecret(deviceId, m.topic);
+        this.registry.bindDevice(deviceId, { connector: m.connectorId });
+        created = { deviceId, from: connector.id, actor: context.actor, createdBy: connector.createdBy };
+        add(deviceStream(deviceId), toNewEvent(connectorRegistration(deviceId, m.topic, connector.id, connector.createdBy, m.receivedAt), context));
+      }
+    }
     if (!deviceId) {
       if (m.kind !== 'topic') return null;
       const secret = m.reserved.topic;
@@ -265,7 +293,7 @@ export class IngestPipeline {
       if (!set) return null;
       deviceId = newResourceId();
       this.registry.putSecret(deviceId, secret);
-      created = { deviceId, setId: set.id, createdBy: set.createdBy };
+      created = { deviceId, from: set.id, actor: context.actor, createdBy: set.createdBy };
       add(deviceStream(deviceId), toNewEvent(mqttRegistration(deviceId, secret, set.id, set.createdBy, m.receivedAt), context));
     }
     try {
@@ -290,10 +318,18 @@ export class IngestPipeline {
         }
       }
     } catch (err) {
-      if (created) this.registry.forgetSecret(created.deviceId);
+      if (created) this.forgetCreated(created.deviceId);
       throw err;
     }
+    // Nothing to store (a report whose every field was ignored): answered, like a dropped message.
+    if (appends.size === 0) return null;
     return { message: m, appends, created };
+  }
+
+  /** A device created by a message that was not stored after all: the registry forgets its secret and its connector. */
+  private forgetCreated(deviceId: string): void {
+    this.registry.forgetSecret(deviceId);
+    this.registry.bindDevice(deviceId, {});
   }
 
   /**
@@ -366,7 +402,8 @@ export class IngestPipeline {
 
   /**
    * The credentials set's access rights pass to a device created on its
-   * topics (its creator already gets full rights from the registration). The
+   * topics, and a connector's to a device its external broker created (its
+   * creator already gets full rights from the registration). The
    * grants join the batch's append, so they are stored atomically with the
    * device's `DeviceRegistered`: a PUBACK means both are there, and a crash
    * can lose neither. The set's rights are read from the read model, which
@@ -378,22 +415,22 @@ export class IngestPipeline {
     const records = await this.db
       .selectFrom('access_rights')
       .select(['resource_id', 'subject_type', 'subject_id', 'scope'])
-      .where('resource_id', 'in', [...new Set(created.map((c) => c.setId))])
+      .where('resource_id', 'in', [...new Set(created.map((c) => c.from))])
       .orderBy('subject_type')
       .orderBy('subject_id')
       .execute();
     for (const c of created) {
       const registered = c.streams.get(deviceStream(c.deviceId))![0]!;
       const now = registered.metadata.time;
-      const context = { actor: `credentials:${c.setId}`, correlationId: registered.metadata.correlationId, causationId: registered.id, now };
+      const context = { actor: c.actor, correlationId: registered.metadata.correlationId, causationId: registered.id, now };
       const grants: NewEvent[] = [];
       for (const r of records) {
-        if (r.resource_id !== c.setId || (r.subject_type === 'user' && r.subject_id === c.createdBy)) continue;
+        if (r.resource_id !== c.from || (r.subject_type === 'user' && r.subject_id === c.createdBy)) continue;
         const command = { type: 'Grant' as const, resourceType: 'device', resourceId: c.deviceId, subjectType: r.subject_type, subjectId: r.subject_id, scope: r.scope as Scope[], at: now };
         try {
           for (const event of accessDecider.decide(command, accessDecider.initialState())) grants.push(toNewEvent(event, context));
         } catch (err) {
-          this.log.error({ err, deviceId: c.deviceId, setId: c.setId, subjectId: r.subject_id }, 'a right of the credentials set could not pass to its new device');
+          this.log.error({ err, deviceId: c.deviceId, from: c.from, subjectId: r.subject_id }, 'a right could not pass to a new device');
         }
       }
       if (grants.length) c.streams.set(accessStream(c.deviceId), grants);

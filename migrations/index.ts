@@ -8,8 +8,11 @@ import * as translators from './0006_translators.js';
 import * as geofences from './0007_geofences.js';
 import * as reactorCheckpoints from './0010_reactor_checkpoints.js';
 import * as commands from './0011_commands.js';
+import * as parkedEvents from './0012_parked_events.js';
 import * as translatorCodecs from './0020_translator_codecs.js';
+import * as rules from './0030_rules.js';
 import * as calculations from './0033_calculations.js';
+import * as locationsOrganizationsApps from './0036_locations_organizations_apps.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -25,8 +28,11 @@ export const migrations: Record<string, Migration> = {
   '0007_geofences': geofences,
   '0010_reactor_checkpoints': reactorCheckpoints,
   '0011_commands': commands,
+  '0012_parked_events': parkedEvents,
   '0020_translator_codecs': translatorCodecs,
+  '0030_rules': rules,
   '0033_calculations': calculations,
+  '0036_locations_organizations_apps': locationsOrganizationsApps,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

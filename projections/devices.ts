@@ -2,6 +2,7 @@ import { sql, type Transaction } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
 import { evolveDoc, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import type { Database } from './database.js';
+import { cutText } from '../domain/shared/json.js';
 import type { Projection } from './runner.js';
 
 export interface DevicesTable {
@@ -71,7 +72,7 @@ export function historyValues(path: string[], payload: unknown, out: [string, nu
   if (typeof payload === 'number') {
     if (Number.isFinite(payload) && path.length) out.push([path.join('.'), payload]);
   } else if (typeof payload === 'boolean' || typeof payload === 'string') {
-    if (path.length) out.push([path.join('.'), typeof payload === 'string' ? payload.slice(0, MAX_STRING) : payload]);
+    if (path.length) out.push([path.join('.'), typeof payload === 'string' ? cutText(payload, MAX_STRING) : payload]);
   } else if (payload && typeof payload === 'object' && !Array.isArray(payload) && depth < MAX_DEPTH) {
     for (const [k, v] of Object.entries(payload)) historyValues([...path, k], v, out, depth + 1);
   }

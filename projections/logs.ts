@@ -5,6 +5,8 @@ import type { DeviceEvent } from '../domain/devices/device.js';
 import { calculationEntry } from '../domain/calculations/logs.js';
 import type { CalculationEvent } from '../domain/calculations/calculation.js';
 import type { Projection } from './runner.js';
+import { runLogEntry } from '../domain/rules/run.js';
+import { impliedEntries } from '../domain/logs/implied.js';
 
 export interface DeviceLogsTable {
   id: string;
@@ -25,11 +27,12 @@ export interface LogsTables {
 
 /**
  * Entries that other events imply, each with its event's id as the entry's: a
- * claim is logged on its device; a calculation halted or resumed on the calculation.
+ * claim is logged on its device, a rule's run on the rule, a calculation halted
+ * or resumed on the calculation.
  */
 function impliedEntry(e: RecordedEvent): LogEvent['data'] | null {
   if (e.type === 'CalculationHalted' || e.type === 'CalculationResumed') return calculationEntry(e as RecordedEvent & CalculationEvent);
-  if (e.type !== 'DeviceClaimed') return null;
+  if (e.type !== 'DeviceClaimed') return runLogEntry(e);
   const claim = (e as RecordedEvent & DeviceEvent & { type: 'DeviceClaimed' }).data;
   return {
     id: e.id,
@@ -49,7 +52,9 @@ export const logsProjection: Projection = {
   name: 'logs',
   tables: ['device_logs'],
   async apply(tx, batch) {
-    const entries = batch.map((e) => (e.type === 'LogEntryWritten' ? (e as RecordedEvent & LogEvent).data : impliedEntry(e))).filter((e): e is LogEvent['data'] => e !== null);
+    const entries = batch
+      .flatMap((e) => (e.type === 'LogEntryWritten' ? [(e as RecordedEvent & LogEvent).data] : [impliedEntry(e), ...impliedEntries(e)]))
+      .filter((e): e is LogEvent['data'] => e !== null);
     if (entries.length === 0) return;
     await sql`INSERT INTO device_logs (id, resource_id, resource_type, type, priority, category, message, time, expires_at, data)
       SELECT id, resource_id, resource_type, type, priority, category, message, time, expires_at, data::jsonb

@@ -82,6 +82,11 @@ export class ProjectionRunner {
     return this.subscriber.healthy;
   }
 
+  /** Events set aside because no projection could apply them (see `CheckpointedSubscriber`). */
+  get parked(): number {
+    return this.subscriber.parked;
+  }
+
   get checkpoint(): Position | null {
     return this.subscriber.position;
   }

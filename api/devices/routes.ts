@@ -3,11 +3,12 @@ import { sql, type Expression, type SqlBool } from 'kysely';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
-import { readableBy, requireAccess, scopesOn } from '../access.js';
+import { readableBy, requireAccess, requireReference, scopesOn } from '../access.js';
+import type { Principal } from '../auth/principal.js';
 import { RateLimiter, CLAIMS_PER_MINUTE } from '../rateLimit.js';
 import { writeLog } from '../../domain/logs/logEntry.js';
 import { satisfies, type Scope } from '../../domain/access/scopes.js';
-import { ConflictError, NotFoundError } from '../../domain/shared/errors.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
 import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
@@ -58,6 +59,21 @@ async function writeDevice(deps: Deps, ingest: Ingest, context: CommandContext, 
   if (result) await deps.projections.waitFor(result.position, deps.config.projectionWaitMs);
 }
 
+/**
+ * A device bound to a connector takes that connector's uplinks (by `devEui` or
+ * topic) and sends its commands: binding one to someone else's connector would
+ * take over their devices. An existing connector must be one the caller may
+ * write; a connector id of no connector is stored as given (nothing arrives
+ * through it), as the contract stores ids without checking them.
+ */
+async function checkConnectorReference(deps: Deps, principal: Principal, value: unknown): Promise<void> {
+  const id = typeof value === 'object' && value !== null ? (value as { _id?: unknown })._id : value;
+  if (typeof id !== 'string') return;
+  const exists = await deps.db.selectFrom('connectors').select('id').where('id', '=', id).executeTakeFirst();
+  if (!exists) return;
+  await requireReference(deps, principal, id, 'write', ValidationError.field('connector', 'must be a connector you may write'));
+}
+
 export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
   const router = Router();
 
@@ -88,6 +104,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
 
   router.post('/api/iotnodes', async (req, res) => {
     const fields = req.body as DeviceDoc;
+    if (fields.connector !== undefined) await checkConnectorReference(deps, principalOf(req), fields.connector);
     const id = newResourceId();
     const context = requestContext(deps, req);
     // Serialised with the ingest pipeline, so a device and a first MQTT message cannot both create a device for one secret.
@@ -162,6 +179,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
     const id = req.params.id as string;
     await requireAccess(deps, principalOf(req), id, 'write', DEVICE_NOT_FOUND);
     const fields = req.body as DeviceDoc;
+    if (fields.connector !== undefined) await checkConnectorReference(deps, principalOf(req), fields.connector);
     const context = requestContext(deps, req);
     await writeDevice(deps, ingest, context, id, { type: 'UpdateDevice', id, fields, at: context.now }, fields);
     res.json(await loadDevice(deps, id));

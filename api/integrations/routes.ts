@@ -66,9 +66,9 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
     for (const event of events) {
       if (event.type === 'ignored') continue;
       const deviceId = ingest.registry.deviceOfNetwork(connector.id, event.device);
-      const named = event.device.devEui ? `devEui ${event.device.devEui}` : `device id ${event.device.networkDeviceId}`;
+      const named = event.device.devEui ? `devEui ${event.device.devEui}` : event.device.secret ? `secret ${event.device.secret.slice(0, 200)}` : `device id ${event.device.networkDeviceId}`;
       if (!deviceId) {
-        log(`${event.type === 'uplink' ? 'Uplink' : 'Event'} for ${named} ignored: no iotnode of this connector has it; set the iotnode's connector and devEui`);
+        log(`${event.type === 'uplink' ? 'Uplink' : 'Event'} for ${named} ignored: no iotnode of this connector has it; set the iotnode's connector and ${event.device.secret ? 'secret' : 'devEui'}`);
         continue;
       }
       const now = deps.clock().toISOString();

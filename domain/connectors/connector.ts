@@ -65,6 +65,13 @@ export function publishTopicOf(doc: ConnectorDoc, mqttTopic: string): string {
 }
 export const CONNECTOR_NOT_FOUND = 'Connector not found';
 
+/** An MQTT topic filter: `+` fills one whole level, `#` the whole last level. */
+export function isTopicFilter(filter: unknown): filter is string {
+  if (typeof filter !== 'string' || filter === '' || filter.includes('\u0000')) return false;
+  const levels = filter.split('/');
+  return levels.every((level, i) => (level.includes('+') ? level === '+' : level.includes('#') ? level === '#' && i === levels.length - 1 : true));
+}
+
 /** Splits the body into what is stored and returned, and the secrets. */
 export function checkConnector(body: ConnectorDoc): { doc: ConnectorDoc; secrets: ConnectorSecrets } {
   const doc: ConnectorDoc = structuredClone(body);
@@ -97,6 +104,11 @@ export function checkConnector(body: ConnectorDoc): { doc: ConnectorDoc; secrets
     if (external) {
       const downlink = doc.downlink as { topic?: unknown } | undefined;
       if (typeof downlink?.topic !== 'string' || downlink.topic === '') throw ValidationError.field('downlink.topic', 'is required with an external broker');
+      if (/[+#\u0000]/.test(downlink.topic) || downlink.topic.startsWith('$')) throw ValidationError.field('downlink.topic', 'must be a topic without +, #, NUL or a leading $');
+      const uplink = (doc.uplink as { topic?: unknown } | undefined)?.topic;
+      if (uplink !== undefined && !isTopicFilter(uplink)) {
+        throw ValidationError.field('uplink.topic', 'must be an MQTT topic filter: + alone in a level, # alone in the last level, no NUL');
+      }
     }
   }
   const server = doc.mqttServer as { password?: unknown } | undefined;

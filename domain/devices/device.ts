@@ -176,6 +176,21 @@ export function reportableFields(payload: DeviceDoc, nested: boolean): { kept: D
   return { kept, dropped };
 }
 
+/**
+ * The top-level field a report on a sub-topic (`path` not empty) would write
+ * but may not, or null: a report below a reserved topic lands under its first
+ * level, so `R/secret`, `R/name` or `R/createdAt` would reach the fields a
+ * report on `R` itself cannot change, and `R/lnglat` must carry a valid point
+ * (`R/lnglat/x` never does).
+ */
+export function refusedSubTopicField(path: string[], payload: unknown): string | null {
+  const head = path[0];
+  if (head === undefined) return null;
+  if (PROTECTED_FROM_REPORTS.has(head)) return head;
+  if (head === 'lnglat' && (path.length > 1 || !isLngLat(payload))) return head;
+  return null;
+}
+
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
@@ -185,6 +200,8 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v ===
  */
 export function applyReport(doc: DeviceDoc, path: string[], payload: DeviceDoc): DeviceDoc {
   if (path.length === 0) return { ...doc, ...payload };
+  // Ingest refuses such a report; one stored before it did changes nothing.
+  if (refusedSubTopicField(path, payload) !== null) return doc;
   const [head, ...rest] = path as [string, ...string[]];
   const current = isPlainObject(doc[head]) ? (doc[head] as DeviceDoc) : {};
   return { ...doc, [head]: rest.length ? applyReport(current, rest, payload) : payload };
@@ -314,6 +331,8 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
  * device exists (ingest from its registry, REST from the stream).
  */
 export function decideReport(command: ReportDevice): { events: DeviceEvent[]; ignored: string[] } {
+  const refused = refusedSubTopicField(command.path, command.payload);
+  if (refused !== null) return { events: [], ignored: [refused] };
   const { kept, dropped } = reportableFields(command.payload, command.path.length > 0);
   const event: DeviceEvent = { type: 'DeviceReported', data: { id: command.id, topic: command.source, path: command.path, payload: kept, reportedAt: command.reportedAt } };
   return { events: [event], ignored: dropped };
@@ -341,4 +360,14 @@ export function claimGrants(userId: string, setRights: ClaimGrant[]): ClaimGrant
 export function mqttRegistration(id: string, topic: string, credentialsSetId: string, createdBy: string, at: string): DeviceEvent {
   const doc: DeviceDoc = { name: `MQTT - ${topic}`, secret: topic, rabbitRouting: rabbitRouting(id) };
   return { type: 'DeviceRegistered', data: { id, createdBy, doc, credentialsSetId, at } };
+}
+
+/**
+ * The event that registers a device on its first message from a Generic
+ * connector's external broker: bound to the connector, named by its topic,
+ * the connector's creator its creator.
+ */
+export function connectorRegistration(id: string, topic: string, connectorId: string, createdBy: string, at: string): DeviceEvent {
+  const doc: DeviceDoc = { name: `MQTT - ${topic}`, secret: topic, connector: connectorId, rabbitRouting: rabbitRouting(id) };
+  return { type: 'DeviceRegistered', data: { id, createdBy, doc, at } };
 }

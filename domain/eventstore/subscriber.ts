@@ -16,6 +16,12 @@ import type { Position, RecordedEvent } from '../shared/events.js';
  *   with ids derived from the event).
  *
  * A batch that fails is offered again after a pause, from the same position.
+ * When it fails again, its events are handled one at a time, so the one that
+ * fails is found: tried once more, and if it fails while the database
+ * answers, it is *parked* (recorded in `es.parked_events`, logged) and the
+ * subscriber moves past it. One event that cannot be handled (a value a
+ * read model refuses, a bug in a handler) never holds up every later event;
+ * an outage of the database only pauses, and nothing is parked for it.
  */
 export interface SubscriberOptions<DB> {
   /** The checkpoint's name in `es.checkpoints`. */
@@ -65,8 +71,61 @@ export class CheckpointedSubscriber<DB> {
           log.error({ err: error, subscriber: name }, 'a batch of the event log failed; retrying it');
         },
       },
-      (batch) => this.apply(batch),
+      (batch) => this.applyIsolating(batch),
     );
+  }
+
+  /** Events set aside by this subscriber so far (in this process). */
+  parked = 0;
+  private failures = 0;
+
+  private async applyIsolating(batch: RecordedEvent[]): Promise<void> {
+    try {
+      await this.apply(batch);
+      this.failures = 0;
+      return;
+    } catch (error) {
+      // The first failure is retried as it is, by the subscription, after a pause: most failures are passing ones.
+      if (++this.failures < 2) throw error;
+    }
+    this.failures = 0;
+    for (const event of batch) {
+      try {
+        await this.apply([event]);
+      } catch (first) {
+        if (!(await this.databaseAnswers())) throw first;
+        try {
+          await this.apply([event]);
+        } catch (again) {
+          if (!(await this.databaseAnswers())) throw again;
+          await this.park(event, again);
+        }
+      }
+    }
+  }
+
+  private async databaseAnswers(): Promise<boolean> {
+    try {
+      await sql`SELECT 1`.execute(this.options.db);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private async park(event: RecordedEvent, error: unknown): Promise<void> {
+    const { db, name, log } = this.options;
+    const why = String((error as Error)?.message ?? error).slice(0, 2000);
+    log.error({ err: error, subscriber: name, eventId: event.id, streamId: event.streamId, type: event.type }, 'an event could not be handled; it is set aside and the subscriber moves on');
+    await db.transaction().execute(async (tx) => {
+      await sql`INSERT INTO es.parked_events (subscriber, event_id, stream_id, type, commit_position, prepare_position, error)
+        VALUES (${name}, ${event.id}, ${event.streamId}, ${event.type}, ${String(event.position.commit)}, ${String(event.position.prepare)}, ${why})
+        ON CONFLICT DO NOTHING`.execute(tx);
+      await saveCheckpoint(tx, name, event.position);
+    });
+    this.at = event.position;
+    this.parked++;
+    this.options.done?.([event], event.position);
   }
 
   async stop(): Promise<void> {
@@ -79,7 +138,13 @@ export class CheckpointedSubscriber<DB> {
     for (;;) {
       const batch = await this.options.store.readAll({ after: this.at, limit: this.options.batchSize ?? 500 });
       if (batch.length === 0) return;
-      await this.apply(batch);
+      try {
+        await this.applyIsolating(batch);
+      } catch (error) {
+        // The database did not answer: wait and try the same batch again, as the subscription does.
+        this.options.log.error({ err: error, subscriber: this.options.name }, 'catching up failed; retrying');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EventStore } from '../eventstore/port.js';
 import { toNewEvent, type CommandContext } from '../shared/decider.js';
+import { storableText } from '../shared/json.js';
 
 /**
  * Log entries shown to users (the `logs` widget, `GET /api/logs`): what
@@ -37,8 +38,23 @@ export const logStream = (resourceId: string) => `logs-${resourceId}`;
 /** How long translator errors are kept, as the contract says. */
 export const TRANSLATOR_ERROR_RETENTION_MS = 6 * 3600 * 1000;
 
+/**
+ * The entry as an event. Messages quote what clients sent (topics, field
+ * names, a translator's error), so their text is made storable here, where
+ * every entry passes: a NUL in a topic must not cost the log entry that
+ * reports it.
+ */
 export function logEvent(entry: LogEntry, at: string, id: string = randomUUID()): LogEvent {
-  return { type: 'LogEntryWritten', data: { ...entry, id, at } };
+  const { data, ...rest } = entry;
+  return { type: 'LogEntryWritten', data: { ...rest, message: storableText(entry.message), ...(data === undefined ? {} : { data: storable(data) as Record<string, unknown> }), id, at } };
+}
+
+/** A JSON value with every string and key made storable. */
+function storable(value: unknown): unknown {
+  if (typeof value === 'string') return storableText(value);
+  if (Array.isArray(value)) return value.map(storable);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [storableText(k), storable(v)]));
+  return value;
 }
 
 /** Appends one entry; log streams only grow, so any revision is fine. */

@@ -45,6 +45,24 @@ export function textProblem(s: string): string | null {
 }
 
 /**
+ * `s` with each NUL and lone surrogate written out as its escape (`\u0000`,
+ * `\ud800`), so text the platform writes itself (a log message quoting a
+ * client's topic, field name or error) is always storable and still shows
+ * what was sent.
+ */
+export function storableText(s: string): string {
+  if (textProblem(s) === null) return s;
+  return s.replace(/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** At most `max` UTF-16 units of `s`, never ending in half a surrogate pair (which no text column stores). */
+export function cutText(s: string, max: number): string {
+  if (s.length <= max) return s;
+  const last = s.charCodeAt(max - 1);
+  return s.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
+}
+
+/**
  * The first reason `value` cannot be taken in, or null: a string or key with
  * NUL or a lone surrogate, a key longer than `maxKeyLength`, nesting deeper
  * than `maxDepth`, or a number that is not finite.

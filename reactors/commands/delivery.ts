@@ -8,9 +8,9 @@ import { commandDecider, commandStream, type CommandEvent, type CommandRequest }
 import { connectorDecider, connectorStream } from '../../domain/connectors/connector.js';
 import type { LogWriter } from '../../domain/logs/writer.js';
 import type { Database } from '../../projections/database.js';
-import type { ConnectorInfo, Registry } from '../../ingest/registry.js';
+import type { Registry } from '../../ingest/registry.js';
 import { INTEGRATION_MODULES } from '../integrations/index.js';
-import { Unreachable, type Outcome } from '../integrations/types.js';
+import { Unreachable, type DownlinkContext, type Outcome } from '../integrations/types.js';
 
 /** The checkpoint of command delivery; migration 0010 starts it at the end of the log of an existing installation. */
 export const COMMANDS_CHECKPOINT = 'commands';
@@ -52,7 +52,7 @@ export class CommandDelivery {
 
   constructor(
     private readonly deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; projections: { waitFor(position: Position, timeoutMs: number): Promise<void> }; clock?: () => Date },
-    private readonly publish: (connector: ConnectorInfo, topic: string, message: string) => Promise<void>,
+    private readonly publish: DownlinkContext['publish'],
     private readonly retry = COMMAND_RETRY,
   ) {
     this.subscriber = new CheckpointedSubscriber<Database>({

@@ -5,6 +5,7 @@ import { generic } from './generic/index.js';
 import { theThingsStack } from './thethingsstack/index.js';
 import { loriot } from './loriot/index.js';
 import { createThingPark } from './thingpark/index.js';
+import { genericHttp } from './generic-http/index.js';
 
 /** Every integration's adapters, by name; an integration of the catalog without a module here has no adapters yet. */
 export const INTEGRATION_MODULES: Partial<Record<IntegrationName, IntegrationModule>> = {
@@ -13,6 +14,7 @@ export const INTEGRATION_MODULES: Partial<Record<IntegrationName, IntegrationMod
   TheThingsStack: theThingsStack,
   Loriot: loriot,
   ThingPark: createThingPark(),
+  GenericHttp: genericHttp,
 };
 
 /** The integration whose webhook path is `path`. */

@@ -20,6 +20,8 @@ export interface IntegrationModule {
 export interface DeviceRef {
   devEui?: string | null;
   networkDeviceId?: string | null;
+  /** The device's `secret` (GenericHttp), among the connector's devices. */
+  secret?: string | null;
 }
 
 /** The radio side of an uplink, kept on the device as its `radio` field (history keeps each number). */
@@ -104,8 +106,11 @@ export interface DownlinkContext {
   attempt: number;
   /** An earlier attempt may have queued it already: look for it before queueing again. */
   maybeDone: boolean;
-  /** Publishes on the connector's broker: the platform's own (internal), or the external broker it names. */
-  publish(connector: ConnectorInfo, topic: string, message: string): Promise<void>;
+  /**
+   * Publishes on the connector's broker: the platform's own (internal), or the external broker it names.
+   * `key` (the command id) makes a retry of a publish still in flight wait for that one instead of sending again.
+   */
+  publish(connector: ConnectorInfo, topic: string, message: string, key?: string): Promise<void>;
   /** Bounded wait for any one HTTP call to the network server. */
   timeoutMs: number;
 }

@@ -7,6 +7,7 @@ import { deviceStream, type DeviceEvent } from '../../domain/devices/device.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { writeLog, type LogEntry } from '../../domain/logs/logEntry.js';
 import { purgeExpiredLogs } from '../../projections/logs.js';
+import { textProblem } from '../../domain/shared/json.js';
 
 const T0 = Date.UTC(2024, 0, 1) / 1000;
 const at = (s: number) => new Date((T0 + s) * 1000).toISOString();
@@ -90,6 +91,16 @@ history('when another user asks for the history, then 404', async ({ t, id }) =>
   const other = await givenUser(t, 'curious');
   assert.is((await t.call('GET', `/api/iotnodes/${id}/stats?measurement=temp`, { token: other.token })).status, 404);
   assert.is((await t.call('GET', `/api/iotnodes/${id}/stats/fields`, { token: other.token })).status, 404);
+});
+
+history('when a reported string is longer than history keeps and a surrogate pair straddles the cut, then the pair goes whole and the read models keep up', async ({ t, id }) => {
+  const long = `a${'😀'.repeat(600)}`;
+  await report(t, id, 170, { long });
+  const points = await stats(t, id, 'measurement=long');
+  assert.is(points.length, 1);
+  const kept = points[0].value as string;
+  assert.is(kept, long.slice(0, 1023));
+  assert.is(textProblem(kept), null);
 });
 
 history('logs: filters, cursor paging, access and expiry', async ({ t, id }) => {

@@ -259,6 +259,22 @@ broker('when a payload holds what the database cannot store, then only that devi
   await c.endAsync();
 });
 
+broker('when a topic or a field name carries NUL or a lone surrogate, then the refusal is still logged, quoting it escaped', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  const errorsBefore = t.logs.filter((l) => Number(l.level) >= 50).length;
+  await publish(c, `${ROOT}/bad/\u0000x`, { a: 1 });
+  await publish(c, `${ROOT}/bad`, '{"k\\ud800":1}');
+  assert.ok(c.connected);
+  const messages = (await eventually(async () => {
+    const l = (await logsOf(t, p.setId)).map((x) => x.message);
+    return l.some((m) => m.includes('\\u0000x')) && l.some((m) => m.includes('k\\ud800')) ? l : undefined;
+  }, 10_000, 'both refusals in the log')).filter((m) => m.includes('\\u0000x') || m.includes('k\\ud800'));
+  assert.ok(messages.some((m) => m === `MQTT message on ${ROOT}/bad/\\u0000x not stored: the topic must not contain NUL characters`), messages.join('\n'));
+  assert.ok(messages.some((m) => m.startsWith(`MQTT message on ${ROOT}/bad not stored: the field k\\ud800 is a field name that must not contain lone UTF-16 surrogates`)), messages.join('\n'));
+  assert.is(t.logs.filter((l) => Number(l.level) >= 50).length, errorsBefore, 'no log write failed');
+  await c.endAsync();
+});
+
 broker('when subscribing outside the own topics, then SUBACK 0x80; own output and push topics are granted', async ({ t, p }) => {
   const user = await givenUser(t, 'subscriber');
   const u = await connectMqtt(t, user.id, user.token);
@@ -299,6 +315,55 @@ broker('when reports carry platform fields, then those are ignored and the devic
   assert.is(node.name, `MQTT - ${NODE}`);
   assert.equal(node.lnglat, { type: 'Point', coordinates: [3, 51] });
   await c.endAsync();
+});
+
+broker('when reports on sub-topics would write platform fields or a bad lnglat, then they are ignored and logged on the device, the device keeps its identity, and the read models keep up', async ({ t, p }) => {
+  const c = await connectMqtt(t, p.username, p.password);
+  const before = await deviceOf(t, NODE);
+  for (const [level, payload] of [
+    ['secret', { x: 1 }],
+    ['name', { x: 1 }],
+    ['createdAt', { x: 1 }],
+    ['translatorPreferences', { name: 'x' }],
+    ['lnglat', { type: 'Feature' }],
+    ['lnglat/coordinates', { x: 1 }],
+  ] as const) {
+    await publish(c, `${NODE}/${level}`, payload);
+  }
+  await publish(c, `${NODE}/lnglat`, { type: 'Point', coordinates: [4, 52] });
+  await publish(c, NODE, { subtopicProbe: 1 });
+  const node = await eventually(async () => {
+    const d = await deviceOf(t, NODE);
+    return d.subtopicProbe === 1 ? d : undefined;
+  });
+  assert.is(node.secret, NODE);
+  assert.is(node.name, before.name);
+  assert.is(node.createdAt, before.createdAt);
+  assert.is(node.translatorPreferences, before.translatorPreferences);
+  assert.equal(node.lnglat, { type: 'Point', coordinates: [4, 52] });
+  const logged = await eventually(async () => {
+    const l = (await logsOf(t, node._id)).map((x) => x.message);
+    return l.some((m) => m.startsWith('Reported fields lnglat were ignored')) ? l : undefined;
+  });
+  for (const field of ['secret', 'name', 'createdAt', 'translatorPreferences']) assert.ok(logged.some((m) => m.startsWith(`Reported fields ${field} were ignored`)), logged.join('\n'));
+  // A REST write still answers once its change is visible: the read models did not stall on anything stored.
+  assert.is((await t.call('PUT', `/api/iotnodes/${node._id}`, { body: { description: 'after' } })).status, 200);
+  await c.endAsync();
+});
+
+broker('given sub-topic reports on platform fields stored before they were refused, when the read models apply them, then they change nothing and the projections keep up', async ({ t }) => {
+  const device = await t.call('POST', '/api/iotnodes', { body: { name: 'legacy reports' } });
+  const at = new Date().toISOString();
+  const report = (path: string[], payload: Record<string, unknown>) =>
+    toNewEvent({ type: 'DeviceReported', data: { id: device.body._id, topic: `legacy/${path.join('/')}`, path, payload, reportedAt: at } }, { actor: 'credentials:legacy', correlationId: 'legacy', now: at });
+  await t.platform.deps.store.append(`device-${device.body._id}`, [report(['lnglat'], { type: 'Feature' }), report(['createdAt'], { x: 1 }), report(['secret'], { x: 1 }), report(['level'], { v: 3 })], 'any');
+  await projected(t);
+  const read = await t.call('GET', `/api/iotnodes/${device.body._id}`);
+  assert.is(read.status, 200);
+  assert.equal(read.body.level, { v: 3 });
+  assert.is(read.body.lnglat, undefined);
+  assert.is(read.body.createdAt, device.body.createdAt);
+  assert.is((await t.call('PUT', `/api/iotnodes/${device.body._id}`, { body: { description: 'after' } })).status, 200);
 });
 
 broker('when MQTT runs over WebSocket at /mqtt, then a provider can publish through it', async ({ t, p }) => {

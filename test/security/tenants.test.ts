@@ -246,4 +246,27 @@ attacks('hole 6: when Bob names Alice\'s credentials set in a reservation or a c
   await projected(t);
 });
 
+attacks('when Bob binds his device to Alice\'s network-server connector, then 422, and Alice\'s uplinks keep reaching her own device', async ({ t, alice, bob }) => {
+  const connector = await t.call('POST', '/api/connectors', { token: alice.user.token, body: { name: 'alice http', integration: 'GenericHttp' } });
+  assert.is(connector.status, 201, connector.text);
+  const eui = '70b3d57ed00aa11c';
+  const hers = await t.call('POST', '/api/iotnodes', { token: alice.user.token, body: { name: 'alice meter', connector: connector.body._id, devEui: eui } });
+  assert.is(hers.status, 201, hers.text);
+  const bind = await t.call('POST', '/api/iotnodes', { token: bob.user.token, body: { name: 'bob squatter', connector: connector.body._id, devEui: eui } });
+  assert.is(bind.status, 422, bind.text);
+  assert.match(bind.text, /^ERR - connector must be a connector you may write$/);
+  const own = await t.call('POST', '/api/iotnodes', { token: bob.user.token, body: { name: 'bob device' } });
+  const rebind = await t.call('PUT', `/api/iotnodes/${own.body._id}`, { token: bob.user.token, body: { connector: { _id: connector.body._id }, devEui: eui } });
+  assert.is(rebind.status, 422, rebind.text);
+  // An id of no connector is stored as given, as the contract stores ids.
+  assert.is((await t.call('POST', '/api/iotnodes', { token: bob.user.token, body: { name: 'unbound', connector: 'ffffffffffffffffffffffff' } })).status, 201);
+  const res = await fetch(`${t.baseUrl}/api/integrations/http/${connector.body._id}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${connector.body.webhookSecret}` }, body: JSON.stringify({ devEui: eui, kwh: 7 }) });
+  assert.is(res.status, 200, await res.text());
+  const device = await eventually(async () => {
+    const d = await t.call('GET', `/api/iotnodes/${hers.body._id}`, { token: alice.user.token });
+    return d.body.kwh === 7 ? d.body : undefined;
+  });
+  assert.is(device._id, hers.body._id);
+});
+
 attacks.run();

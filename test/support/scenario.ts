@@ -40,4 +40,10 @@ export async function exerciseEveryCapability(t: TestPlatform): Promise<void> {
   const calc = await ok('POST', '/api/calculations', calculation);
   await ok('PUT', `/api/calculations/${calc._id}`, { ...calculation, aggregation: 'max' });
   await ok('DELETE', `/api/calculations/${(await ok('POST', '/api/calculations', { ...calculation, name: 'scenario gone' }))._id}`);
+  const unit = await ok('POST', '/api/organizations', { name: 'Scenario Co' });
+  const sub = await ok('POST', '/api/organizations', { name: 'Scenario Sub', parent: unit._id });
+  await ok('POST', `/api/organizations/${sub._id}/members`, { username: 'scenario-member' });
+  const app = await ok('POST', '/api/apps', { name: 'Scenario app' });
+  await ok('PUT', `/api/usergroups/${group._id}/app-filter`, { appIds: [app._id] });
+  await ok('POST', '/api/locations', { name: 'Scenario place', lat: 1, lng: 2, defaultLayer: { name: 'Plan' } });
 }

@@ -4,6 +4,8 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventCount } from '../users/given.js';
 import { givenDevice, givenTranslator, logsAtLeast, translator, uplink } from './given.js';
 import { draginoLht65, elsysErsCo2, reviewedTranslator } from './codecs/index.js';
+import { checkFields, type TranslatorFields } from '../../domain/translators/translator.js';
+import { ValidationError } from '../../domain/shared/errors.js';
 
 /**
  * An upload is refused for everything wrong with it at once: fixing a codec
@@ -90,22 +92,38 @@ problems('when a field map maps two paths to one field, to a reserved name, or n
   assert.match(withTranslate.text, /^ERR - fieldMap maps the data of decodeUplink, but this code defines translate/);
 });
 
-problems('when examples or field-map paths hold what cannot be stored, then the edge check refuses the upload with 422 naming the field, before any code runs', async ({ t }) => {
+problems('when examples or field-map paths hold what cannot be stored, then the REST edge refuses the upload naming the first, and the upload check names them all', async ({ t }) => {
   let deep: unknown = 1;
   for (let i = 0; i < 40; i++) deep = { d: deep };
-  // Text PostgreSQL cannot store and nesting past 32 levels are refused for every body at the edge (docs/security.md), one field at a time.
-  const cases: [Record<string, unknown>, RegExp][] = [
-    [{ fieldMap: { ...elsysErsCo2.fieldMap, 'motion\u0000': { field: 'motionCount' } } }, /^ERR - fieldMap\.motion\\u0000 is a field name that must not contain NUL characters$/],
-    [{ examples: [{ description: 'nul', input: { fPort: 5, bytes: [1] }, output: { label: 'a\u0000' } }] }, /^ERR - examples\.0\.output\.label must not contain NUL characters$/],
-    [{ examples: [{ description: 'deep', input: { fPort: 5, bytes: [1] }, output: { deep } }] }, /^ERR - examples\.0\.output(\.deep)?(\.d)+ is nested deeper than 32 levels$/],
-    [{ examples: [{ description: '\ud800', input: { fPort: 5, bytes: [1] }, output: {} }] }, /^ERR - examples\.0\.description must not contain lone UTF-16 surrogates$/],
-  ];
-  for (const [overrides, message] of cases) {
-    const res = await t.call('POST', '/api/translators', { body: reviewedTranslator(elsysErsCo2, { name: 'unstorable', ...overrides }) });
-    assert.is(res.status, 422, res.text);
-    assert.match(res.text, message);
+  const body = reviewedTranslator(elsysErsCo2, {
+    name: 'unstorable',
+    fieldMap: { ...elsysErsCo2.fieldMap, 'motion\u0000': { field: 'motionCount' } },
+    examples: [
+      { description: 'nul', input: { fPort: 5, bytes: [1] }, output: { label: 'a\u0000' } },
+      { description: 'deep', input: { fPort: 5, bytes: [1] }, output: { deep } },
+      { description: '\ud800', input: { fPort: 5, bytes: [1] }, output: {} },
+    ],
+  });
+  // Over REST the one check of text and depth for every body answers first (docs/security.md): before any route code runs.
+  const before = await eventCount(t);
+  const res = await t.call('POST', '/api/translators', { body });
+  assert.is(res.status, 422, res.text);
+  assert.is(res.text, 'ERR - fieldMap.motion\\u0000 is a field name that must not contain NUL characters');
+  assert.is(await eventCount(t), before, 'a refused upload stores nothing');
+  // The upload's own check, which also guards translators that do not arrive as a REST body, names every one at once.
+  const fields = { apiVersion: '1.0', description: '', match: {}, parameters: {}, fieldMap: {}, unmapped: 'reject', examples: [], ...body } as unknown as TranslatorFields;
+  let refused: unknown;
+  try {
+    checkFields(fields);
+  } catch (error) {
+    refused = error;
   }
-  assert.is((await t.call('GET', '/api/translators?name=unstorable')).body.length, 0);
+  assert.instance(refused, ValidationError);
+  const refusal = { message: (refused as ValidationError).message, errors: (refused as ValidationError).problems ?? [] };
+  has(refusal, 'fieldMap["motion\\u0000"]', 'contains a NUL character');
+  has(refusal, 'examples[0]', 'examples[0].output.label: contains a NUL character');
+  has(refusal, 'examples[1]', 'nests deeper than 32 levels');
+  has(refusal, 'examples[2]', 'examples[2].description: contains a lone surrogate');
 });
 
 problems('when examples do not pass in the sandbox, then 422 names each by index and description with the first field that differs', async ({ t }) => {

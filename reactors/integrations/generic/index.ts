@@ -12,7 +12,7 @@ export const generic: IntegrationModule = {
     async execute(request, connector, context) {
       if (request.kind !== 'publish' || !request.publish) return { type: 'refused', message: `the Generic integration takes no ${request.kind} commands` };
       try {
-        await context.publish(connector, request.publish.topic, request.publish.message);
+        await context.publish(connector, request.publish.topic, request.publish.message, request.id);
       } catch (err) {
         throw new Unreachable(`publishing on ${request.publish.topic} failed: ${(err as Error).message}`);
       }
