@@ -7,6 +7,7 @@ import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provide
 import { givenUser } from '../users/given.js';
 import { eventCount } from '../users/given.js';
 import { givenCalculation, givenCalculator, givenDevice, grant, lastValue, readings, windowOf } from './given.js';
+import { deviceNow, edge, givenRule, onDevice, ruleLog, setField, when } from '../rules/given.js';
 
 const ROOT = 'svc/generic/v2/calc';
 
@@ -80,6 +81,35 @@ reactor('given a lastValue sum over two devices, when one reports, then the dest
   assert.equal([device.totalPower, device.reportedAt], [6, '2026-05-01T09:02:00.000Z']);
   await eventually(async () => (await t.call('GET', `/api/calculations/${calc._id}`)).body.lastResult?.value === 6, 5000, 'the last result');
   assert.equal((await t.call('GET', `/api/calculations/${calc._id}`)).body.lastResult, { value: 6, reportedAt: '2026-05-01T09:02:00.000Z' });
+});
+
+reactor('given a device-triggered rule on a calculation\'s destination, when a source reports, then each result fires the rule as a report from a device would', async (ctx) => {
+  const { t, a } = ctx;
+  const tank = await givenDevice(t, 'tank levels');
+  const pump = await givenDevice(t, 'pump');
+  const calc = await givenCalculation(t, lastValue([[a, 'level']], [tank, 'levelMax'], 'max', { type: 'onChange' }, 'level max'));
+  const rule = await givenRule(
+    t,
+    'pump.stop',
+    [onDevice('result', tank, ['levelMax']), when('high', tank, 'levelMax', 'gt', 10), setField('stop', pump, 'running', false)],
+    [edge('result', 'high'), edge('high', 'stop')],
+  );
+  await report(ctx, 'a', { level: 4 }, '2026-05-01T09:20:00.000Z');
+  await report(ctx, 'a', { level: 12 }, '2026-05-01T09:21:00.000Z');
+  await readingsOnce(t, tank, 'levelMax', 2);
+  await eventually(async () => ((await deviceNow(t, pump)).running === false ? true : undefined), 10_000, 'the pump stopped by the rule');
+  // Only the result above 10 passed the condition: one run, set off by the calculation's report of 12.
+  const runs = await eventually(async () => {
+    const rows = (await ruleLog(t, rule._id)).filter((l) => l.data?.trigger);
+    return rows.length ? rows : undefined;
+  }, 10_000, 'the rule run logged');
+  assert.is(runs.length, 1);
+  assert.is(runs[0]!.data!.trigger.deviceId, tank);
+  assert.equal(runs[0]!.data!.conditions[0].actual, 12);
+  const result = (await t.platform.deps.store.readStream(`device-${tank}`)).filter((e) => e.type === 'DeviceReported').at(-1)!;
+  assert.is(result.metadata.actor, `calculation:${calc._id}`);
+  const set = (await t.platform.deps.store.readStream(`device-${pump}`)).at(-1)!;
+  assert.is(set.metadata.correlationId, result.metadata.correlationId, 'the rule\'s change follows the same correlation as the report that started it');
 });
 
 reactor('given a calculation, when a source reports other fields only, then it does not run', async (ctx) => {
