@@ -25,6 +25,9 @@
  *   (rule runs decided; calculation results stored, beside the reports that
  *   set them off, which they must equal).
  *
+ * `BENCH_LOADS=onChangeCalculations` (names, comma-separated) runs only those
+ * loads, to tell what each one costs.
+ *
  * A further load is one more entry of `LOADS`: a name, its reactor's
  * checkpoint, and a set-up that returns how to count its work and clean up.
  */
@@ -61,7 +64,7 @@ interface Load {
 
 const count = async (db: pg.Pool, query: string, params: unknown[] = []) => Number((await db.query<{ n: string }>(query, params)).rows[0]!.n);
 
-const LOADS: Load[] = [
+const ALL_LOADS: Load[] = [
   {
     name: 'deviceTriggeredRules',
     reactor: 'rules',
@@ -108,6 +111,10 @@ const LOADS: Load[] = [
     },
   },
 ];
+
+const chosen = process.env.BENCH_LOADS?.split(',');
+const LOADS = chosen ? ALL_LOADS.filter((l) => chosen.includes(l.name)) : ALL_LOADS;
+if (LOADS.length === 0) throw new Error(`BENCH_LOADS names none of ${ALL_LOADS.map((l) => l.name).join(', ')}`);
 
 const connect = (port: number, username: string, password: string) =>
   new Promise<MqttClient>((resolve, reject) => {
