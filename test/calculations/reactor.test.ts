@@ -83,7 +83,7 @@ reactor('given a lastValue sum over two devices, when one reports, then the dest
   assert.equal((await t.call('GET', `/api/calculations/${calc._id}`)).body.lastResult, { value: 6, reportedAt: '2026-05-01T09:02:00.000Z' });
 });
 
-reactor('given a device-triggered rule on a calculation\'s destination, when a source reports, then each result fires the rule as a report from a device would', async (ctx) => {
+reactor('given a device-triggered rule on a calculation\'s destination, when a source reports, then each result fires the rule as a report from a device would, and the rule\'s setField on the source runs no calculation', async (ctx) => {
   const { t, a } = ctx;
   const tank = await givenDevice(t, 'tank levels');
   const pump = await givenDevice(t, 'pump');
@@ -91,8 +91,8 @@ reactor('given a device-triggered rule on a calculation\'s destination, when a s
   const rule = await givenRule(
     t,
     'pump.stop',
-    [onDevice('result', tank, ['levelMax']), when('high', tank, 'levelMax', 'gt', 10), setField('stop', pump, 'running', false)],
-    [edge('result', 'high'), edge('high', 'stop')],
+    [onDevice('result', tank, ['levelMax']), when('high', tank, 'levelMax', 'gt', 10), setField('stop', pump, 'running', false), setField('reset', a, 'level', 0)],
+    [edge('result', 'high'), edge('high', 'stop'), edge('high', 'reset')],
   );
   await report(ctx, 'a', { level: 4 }, '2026-05-01T09:20:00.000Z');
   await report(ctx, 'a', { level: 12 }, '2026-05-01T09:21:00.000Z');
@@ -110,6 +110,16 @@ reactor('given a device-triggered rule on a calculation\'s destination, when a s
   assert.is(result.metadata.actor, `calculation:${calc._id}`);
   const set = (await t.platform.deps.store.readStream(`device-${pump}`)).at(-1)!;
   assert.is(set.metadata.correlationId, result.metadata.correlationId, 'the rule\'s change follows the same correlation as the report that started it');
+
+  // The reset is an update, not a reading: the next result comes from the next report only.
+  await eventually(async () => ((await deviceNow(t, a)).level === 0 ? true : undefined), 10_000, 'the source reset by the rule');
+  await report(ctx, 'a', { level: 1 }, '2026-05-01T09:22:00.000Z');
+  await readingsOnce(t, tank, 'levelMax', 3);
+  assert.equal(await readings(t, tank, 'levelMax'), [
+    { time: '2026-05-01T09:20:00.000Z', value: 4 },
+    { time: '2026-05-01T09:21:00.000Z', value: 12 },
+    { time: '2026-05-01T09:22:00.000Z', value: 1 },
+  ]);
 });
 
 reactor('given a calculation, when a source reports other fields only, then it does not run', async (ctx) => {
