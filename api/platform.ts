@@ -56,6 +56,8 @@ import { locationRoutes } from './locations/routes.js';
 import { organizationRoutes } from './organizations/routes.js';
 import { appRoutes } from './apps/routes.js';
 import { appFilterRoutes } from './usergroups/appFilter.js';
+import { calculationRoutes } from './calculations/routes.js';
+import { CalculationReactor } from '../reactors/calculations/reactor.js';
 
 export interface Platform {
   deps: Deps;
@@ -94,8 +96,13 @@ function jwtSecret(config: Config): string {
   return secret;
 }
 
+/** What the environment cannot set: the clock (tests set it to put reports at chosen times). */
+export interface PlatformOptions {
+  clock?: () => Date;
+}
+
 /** The composition root: every dependency is built and wired here, once. */
-export async function startPlatform(config: Config, log: Logger): Promise<Platform> {
+export async function startPlatform(config: Config, log: Logger, options: PlatformOptions = {}): Promise<Platform> {
   // What has started, to be stopped in reverse order: on stop(), or at once when a later step of start fails,
   // so a failed start never leaves a private cluster or a port behind.
   const started: (() => unknown)[] = [];
@@ -137,7 +144,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     started.push(() => projections.stop());
     await projections.start();
 
-    const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config), principals };
+    const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals };
     await bootstrapAdmin(deps);
 
     const openapi = loadOpenApi();
@@ -145,7 +152,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -169,7 +176,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     });
     started.push(() => ingest.stop());
     const tls = config.mqttTls && { port: config.mqttTls.port, cert: readFileSync(config.mqttTls.certFile, 'utf8'), key: readFileSync(config.mqttTls.keyFile, 'utf8') };
-    const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt });
+    const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock });
 
     // Reactors: side effects driven by committed events, each from its own checkpoint.
     const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs };
@@ -183,6 +190,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       }),
       externalBrokers,
       new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
+      new CalculationReactor({ store, db, log, projections, clock: deps.clock }),
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());

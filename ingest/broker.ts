@@ -68,6 +68,8 @@ export interface BrokerOptions {
   db: Kysely<Database>;
   jwtSecret: string;
   metrics?: BrokerMetrics | null;
+  /** The platform clock: a message's `receivedAt`, which becomes its report's `reportedAt`. */
+  clock?: () => Date;
 }
 
 export interface Broker {
@@ -339,7 +341,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         path: resolved.path,
         topic,
         payload: read.body,
-        receivedAt: new Date().toISOString(),
+        receivedAt: (options.clock?.() ?? new Date()).toISOString(),
         correlationId: `mqtt:${hash}:${messageId ?? '-'}:${session.clientId}`,
         dedup: messageId !== undefined ? { key: dedupKey(session.id, session.clientId, messageId), hash, redelivery: packet.dup === true } : undefined,
         done: (err) => {

@@ -138,7 +138,7 @@ metrics('given the running subscribers, then each reports its lag in events and 
     const s = await read(t);
     return s.value('platform_subscriber_lag_events', { subscriber: 'read-models' }) === 0 ? s : undefined;
   }, 5000, 'the read models to be caught up');
-  for (const subscriber of ['read-models', 'output-mqtt', 'channels-http', 'geofence-tracking', 'commands', 'rules']) {
+  for (const subscriber of ['read-models', 'output-mqtt', 'channels-http', 'geofence-tracking', 'commands', 'rules', 'calculations']) {
     assert.is(m.value('platform_subscriber_up', { subscriber }), 1, subscriber);
     assert.ok(m.value('platform_subscriber_lag_events', { subscriber }) !== undefined, `${subscriber} lag in events`);
     assert.ok(m.value('platform_subscriber_lag_seconds', { subscriber })! >= 0, `${subscriber} lag in seconds`);

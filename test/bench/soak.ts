@@ -145,7 +145,7 @@ async function main(): Promise<void> {
     await Promise.all(warm.map((c) => c.endAsync()));
     let devices: { _id: string; name: string }[] = [];
     for (let tries = 0; devices.length < DEVICES && tries < 200; tries++) {
-      devices = await call<{ _id: string; name: string }[]>('GET', `/api/iotnodes?limit=1000&fields=_id,name&filter[name]=${encodeURIComponent('soak/device-')}`);
+      devices = await call<{ _id: string; name: string }[]>('GET', `/api/iotnodes?limit=1000&fields=_id%2Cname&filter[name]=${encodeURIComponent('soak/device-')}`);
       if (devices.length < DEVICES) await sleep(200);
     }
     if (devices.length < DEVICES) throw new Error(`only ${devices.length} of ${DEVICES} devices were created`);
