@@ -25,6 +25,7 @@ import { migrateToLatest } from '../migrations/index.js';
 import { createPostgresStore } from '../domain/eventstore/postgres.js';
 import { createEsdbStore } from '../domain/eventstore/esdb.js';
 import type { EventStore } from '../domain/eventstore/port.js';
+import { versioned } from '../domain/eventstore/versioned.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { allProjections } from '../projections/index.js';
 import type { Database } from '../projections/database.js';
@@ -107,7 +108,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
     await migrateToLatest(db);
 
-    const store: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+    const store: EventStore = versioned(config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool));
     started.push(() => store.close());
     // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
     // One translator sandbox per process; its index follows uploads and device preferences inside the projection runner.
