@@ -11,6 +11,7 @@ import { channelsProjection } from './channels.js';
 import { logsProjection } from './logs.js';
 import { translatorsProjection } from './translators.js';
 import { commandsProjection } from './commands.js';
+import { auditProjection } from './audit.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection, auditProjection];

@@ -11,7 +11,8 @@ import { satisfies, type Scope } from '../../domain/access/scopes.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
-import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
+import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc, type DeviceEvent, type DeviceState } from '../../domain/devices/device.js';
+import { resourceAt, resourceRevisions, timeOf } from '../history.js';
 import type { Ingest } from '../../ingest/index.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { statsRoutes } from './stats.js';
@@ -172,7 +173,23 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
   router.get('/api/iotnodes/:id', async (req, res) => {
     const id = req.params.id as string;
     await requireAccess(deps, principalOf(req), id, 'read', DEVICE_NOT_FOUND);
-    res.json(await loadDevice(deps, id));
+    const at = timeOf(req);
+    if (at === undefined) {
+      res.json(await loadDevice(deps, id));
+      return;
+    }
+    // Time travel: the device folded from its events up to `at` (the same `evolveDoc` as the read model); rights as they are now.
+    const { state } = await resourceAt(deps, deviceStream(id), deviceDecider, at);
+    if (state.status !== 'active') throw new NotFoundError(DEVICE_NOT_FOUND);
+    res.json(presentDevice(id, state.doc));
+  });
+
+  router.get('/api/iotnodes/:id/revisions', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', DEVICE_NOT_FOUND);
+    // The device's own reports are telemetry (history and stats keep them); every other change is a revision.
+    const view = (s: DeviceState) => (s.status === 'active' ? { ...presentDevice(id, s.doc), claimedBy: s.claimedBy } : undefined);
+    res.json(await resourceRevisions(deps, deviceStream(id), deviceDecider, view, (e) => e.type !== 'DeviceReported'));
   });
 
   router.put('/api/iotnodes/:id', async (req, res) => {
