@@ -11,6 +11,7 @@ import * as commands from './0011_commands.js';
 import * as parkedEvents from './0012_parked_events.js';
 import * as translatorCodecs from './0020_translator_codecs.js';
 import * as audit from './0050_audit.js';
+import * as deviceSnapshots from './0051_device_snapshots.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -29,6 +30,7 @@ export const migrations: Record<string, Migration> = {
   '0012_parked_events': parkedEvents,
   '0020_translator_codecs': translatorCodecs,
   '0050_audit': audit,
+  '0051_device_snapshots': deviceSnapshots,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -25,11 +25,19 @@ const PAGE = 5000;
 /**
  * The state of a stream at `at`: its events folded in order, up to the first
  * one stamped after `at` (events of one stream are stamped in the order they
- * are appended, so that prefix is a state the resource really had).
+ * are appended, so that prefix is a state the resource really had), from the
+ * beginning or from a snapshot.
  */
-export async function stateAt<S>(store: EventStore, streamId: string, fold: Pick<Fold<S>, 'initial' | 'evolve'>, at: string): Promise<{ state: S; revision: number }> {
-  let state = fold.initial();
-  let revision = -1;
+export async function stateAt<S>(
+  store: EventStore,
+  streamId: string,
+  fold: Pick<Fold<S>, 'initial' | 'evolve'>,
+  at: string,
+  /** A snapshot to start from: the state after the event at `revision`, itself stamped by `at`. */
+  from?: { state: S; revision: number },
+): Promise<{ state: S; revision: number }> {
+  let state = from ? from.state : fold.initial();
+  let revision = from ? from.revision : -1;
   for (;;) {
     const events = await store.readStream(streamId, { fromRevision: revision + 1, limit: PAGE });
     for (const event of events) {

@@ -267,6 +267,17 @@ export function evolveDoc(doc: DeviceDoc, event: DeviceEvent): DeviceDoc {
   }
 }
 
+/** A device's document through its life, as the devices read model holds it. */
+export type DocState = { status: 'none' | 'deleted' } | { status: 'active'; doc: DeviceDoc };
+
+/** The read model's fold of one device: registered once, then `evolveDoc` on every event until it is deleted. */
+export function evolveDocState(state: DocState, event: DeviceEvent): DocState {
+  if (event.type === 'DeviceRegistered') return state.status === 'none' ? { status: 'active', doc: evolveDoc({}, event) } : state;
+  if (state.status !== 'active') return state;
+  if (event.type === 'DeviceDeleted') return { status: 'deleted' };
+  return { status: 'active', doc: evolveDoc(state.doc, event) };
+}
+
 function touched(before: DeviceDoc, after: DeviceDoc, at: string): DeviceDoc {
   const { reportedAt: _a, updatedAt: _b, ...x } = before;
   const { reportedAt: _c, updatedAt: _d, ...y } = after;

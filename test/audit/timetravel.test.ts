@@ -8,6 +8,13 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser, type GivenUser } from '../users/given.js';
+import { sql } from 'kysely';
+import { toNewEvent } from '../../domain/shared/decider.js';
+import { stateAt } from '../../domain/audit/history.js';
+import { evolveDocState, type DocState } from '../../domain/devices/device.js';
+import type { RecordedEvent } from '../../domain/shared/events.js';
+import { SNAPSHOT_EVERY } from '../../projections/devices.js';
+import { projected } from '../ingest/support.js';
 
 const travel = suite<{ t: TestPlatform; ann: GivenUser }>('time travel');
 
@@ -125,6 +132,39 @@ travel('when the time is not an RFC 3339 instant, then the answer is 422 naming 
       assert.match(res.text, /^ERR - at must match format "date-time"/);
     }
   }
+});
+
+travel('given an iotnode with more events than a snapshot spans, when it is read at instants around its snapshots, then the answers are the full fold\'s, and the last the live read', async ({ t }) => {
+  const device = await ok(t, 'POST', '/api/iotnodes', { name: 'long history' });
+  const id = device._id as string;
+  const base = Date.now() + 1000;
+  const time = (revision: number) => new Date(base + revision * 10).toISOString();
+  const context = { actor: 'credentials:6650c0ffee0000000000beef', correlationId: 'snapshot-test' };
+  for (let from = 1; from <= 1230; from += 100) {
+    const events = [];
+    for (let r = from; r < from + 100 && r <= 1230; r++) {
+      const report = { type: 'DeviceReported', data: { id, topic: 'bench', path: [], payload: { n: r, even: r % 2 === 0 }, reportedAt: time(r) } };
+      events.push(toNewEvent(report, { ...context, now: time(r) }));
+    }
+    await t.platform.deps.store.append(`device-${id}`, events, 'any');
+  }
+  await projected(t);
+  const { rows } = await sql<{ revision: number }>`SELECT revision FROM device_snapshots WHERE device_id = ${id} ORDER BY revision`.execute(t.platform.deps.db);
+  assert.equal(rows.map((r) => Number(r.revision)), [SNAPSHOT_EVERY, 2 * SNAPSHOT_EVERY], 'snapshots at every 500 events');
+
+  const path = `/api/iotnodes/${id}`;
+  const full = async (cut: string) => {
+    const fold = { initial: (): DocState => ({ status: 'none' }), evolve: (s: DocState, e: RecordedEvent) => evolveDocState(s, e as never) };
+    const { state } = await stateAt(t.platform.deps.store, `device-${id}`, fold, cut);
+    return state.status === 'active' ? JSON.parse(JSON.stringify({ _id: id, ...state.doc })) : null;
+  };
+  for (const revision of [499, 500, 501, 999, 1000, 1229, 1230]) {
+    const res = await t.call('GET', at(path, time(revision)));
+    assert.is(res.status, 200, res.text);
+    assert.is(res.body.n, revision);
+    assert.equal(res.body, await full(time(revision)), `at revision ${revision}`);
+  }
+  assert.equal((await t.call('GET', at(path, time(1230)))).body, (await t.call('GET', path)).body, 'the last instant is the live read');
 });
 
 travel.run();
