@@ -7,7 +7,7 @@ import { isAdmin } from '../auth/principal.js';
 import { cursors } from '../cursor.js';
 import { readMatching } from '../../domain/eventstore/filter.js';
 import type { EventFilter } from '../../domain/eventstore/port.js';
-import type { Position } from '../../domain/shared/events.js';
+import type { Position, RecordedEvent } from '../../domain/shared/events.js';
 import { ForbiddenError, NotFoundError } from '../../domain/shared/errors.js';
 import { auditView } from './view.js';
 
@@ -103,16 +103,20 @@ export function auditRoutes(deps: Deps): Router {
     res.setHeader('Cache-Control', 'no-store');
     let gone = false;
     res.on('close', () => (gone = true));
+    const read = (from: Position | null) => readMatching(deps.store, filter, { after: from, limit: EXPORT_PAGE });
     try {
-      for (;;) {
-        const events = await readMatching(deps.store, filter, { after, limit: EXPORT_PAGE });
+      // The next page is read while this one is written: the database and the serialising overlap, and at most two pages are held.
+      let next: Promise<RecordedEvent[]> | null = read(after);
+      while (next) {
+        const events: RecordedEvent[] = await next;
+        next = events.length === EXPORT_PAGE && !gone ? read(events[events.length - 1]!.position) : null;
         if (events.length === 0 || gone) break;
         let chunk = '';
         for (const e of events) chunk += JSON.stringify(auditView(e)) + '\n';
         if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
-        if (events.length < EXPORT_PAGE) break;
-        after = events[events.length - 1]!.position;
       }
+      // A read already under way when the client left is let finish and dropped.
+      next?.catch(() => {});
       res.end();
     } catch (err) {
       // The status line is sent: the only way left to say the export is incomplete is to cut it.
