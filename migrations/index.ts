@@ -12,6 +12,7 @@ import * as parkedEvents from './0012_parked_events.js';
 import * as translatorCodecs from './0020_translator_codecs.js';
 import * as audit from './0050_audit.js';
 import * as deviceSnapshots from './0051_device_snapshots.js';
+import * as analytics from './0052_analytics.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -31,6 +32,7 @@ export const migrations: Record<string, Migration> = {
   '0020_translator_codecs': translatorCodecs,
   '0050_audit': audit,
   '0051_device_snapshots': deviceSnapshots,
+  '0052_analytics': analytics,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
