@@ -48,6 +48,13 @@ import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { liveChannelRoutes } from './channels/live.js';
+import { ruleRoutes } from './rules/routes.js';
+import { deviceCommands } from './commands/send.js';
+import { RulesReactor } from '../reactors/rules/index.js';
+import { locationRoutes } from './locations/routes.js';
+import { organizationRoutes } from './organizations/routes.js';
+import { appRoutes } from './apps/routes.js';
+import { appFilterRoutes } from './usergroups/appFilter.js';
 import { auditRoutes } from './audit/routes.js';
 
 export interface Platform {
@@ -132,7 +139,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), auditRoutes(deps)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), auditRoutes(deps)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -168,6 +175,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
         return externalBrokers.publish(connector.id, topic, message, key, COMMAND_RETRY.callTimeoutMs);
       }),
       externalBrokers,
+      new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());

@@ -14,7 +14,7 @@ health.after(async (ctx) => {
 health('given a running platform, when health is asked without a token, then 200 with every part up', async ({ t }) => {
   const res = await t.call('GET', '/api/health', { token: null });
   assert.is(res.status, 200);
-  assert.equal(res.body, { status: 'ok', database: true, eventStore: { kind: 'postgres', up: true }, projections: true });
+  assert.equal(res.body, { status: 'ok', database: true, eventStore: { kind: 'postgres', up: true }, projections: true, parkedEvents: 0 });
 });
 
 health('given the projections have stopped, when health is asked, then 503 starting', async ({ t }) => {

@@ -20,7 +20,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
@@ -49,6 +49,14 @@ interface Phase {
   acceptedPerSecond: number;
   deliveredPerSecond: number;
   lost: number;
+  /** CPU time the platform process spent per accepted message (user + system), in microseconds. */
+  platformCpuMicrosPerMessage: number;
+}
+
+/** User + system CPU time of a process so far, in microseconds (Linux `/proc/<pid>/stat`, 100 ticks a second). */
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
 async function main() {
@@ -135,13 +143,20 @@ async function main() {
     /** Sends for SECONDS, then waits until the output topics caught up (or 30 s). */
     const measure = async (seconds: number, send: (until: number) => Promise<number>): Promise<Phase> => {
       const before = delivered;
+      const cpuBefore = cpuMicros(child!.pid!);
       const started = Date.now();
       const accepted = await send(started + seconds * 1000);
       const sendSeconds = (Date.now() - started) / 1000;
       const drainUntil = Date.now() + 30_000;
       while (delivered - before < accepted && Date.now() < drainUntil) await new Promise((r) => setTimeout(r, 20));
       const total = (Date.now() - started) / 1000;
-      return { acceptedPerSecond: Math.round(accepted / sendSeconds), deliveredPerSecond: Math.round((delivered - before) / total), lost: Math.max(0, accepted - (delivered - before)) };
+      const cpu = cpuMicros(child!.pid!) - cpuBefore;
+      return {
+        acceptedPerSecond: Math.round(accepted / sendSeconds),
+        deliveredPerSecond: Math.round((delivered - before) / total),
+        lost: Math.max(0, accepted - (delivered - before)),
+        platformCpuMicrosPerMessage: Math.round(cpu / Math.max(1, accepted)),
+      };
     };
     const viaWebhook = (seconds = SECONDS) => measure(seconds, async (until) => {
       let accepted = 0;
@@ -177,15 +192,22 @@ async function main() {
     // Warm both paths (translator contexts, device documents) outside the measurement.
     await viaMqtt(2);
     await viaWebhook(2);
+    // BENCH_ONLY=webhook|mqtt runs one path (to profile it with BENCH_PROFILE); the ratio then means nothing.
+    const only = process.env.BENCH_ONLY;
     const runs: { mqtt: Phase[]; webhook: Phase[] } = { mqtt: [], webhook: [] };
     for (let round = 0; round < ROUNDS; round++) {
-      runs.mqtt.push(await viaMqtt());
-      runs.webhook.push(await viaWebhook());
+      if (only !== 'webhook') runs.mqtt.push(await viaMqtt());
+      if (only !== 'mqtt') runs.webhook.push(await viaWebhook());
     }
     await Promise.all([...clients, consumer].map((c) => c.endAsync()));
     agent.destroy();
-    const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
-    const summary = (phases: Phase[]) => ({ acceptedPerSecond: mean(phases.map((p) => p.acceptedPerSecond)), endToEndPerSecond: mean(phases.map((p) => p.deliveredPerSecond)), lost: phases.reduce((a, p) => a + p.lost, 0) });
+    const mean = (xs: number[]) => (xs.length ? Math.round(xs.reduce((a, b) => a + b, 0) / xs.length) : 0);
+    const summary = (phases: Phase[]) => ({
+      acceptedPerSecond: mean(phases.map((p) => p.acceptedPerSecond)),
+      endToEndPerSecond: mean(phases.map((p) => p.deliveredPerSecond)),
+      lost: phases.reduce((a, p) => a + p.lost, 0),
+      platformCpuMicrosPerMessage: mean(phases.map((p) => p.platformCpuMicrosPerMessage)),
+    });
     const mqttFigures = summary(runs.mqtt);
     const webhookFigures = summary(runs.webhook);
     const ratio = Math.round((webhookFigures.endToEndPerSecond / mqttFigures.endToEndPerSecond) * 1000) / 1000;
