@@ -2235,6 +2235,806 @@ export interface paths {
       };
     };
   };
+  "/api/rules-v2": {
+    /**
+     * The rules the caller can read
+     * @description Ordered by name. With `options=count`, the total number of rules the caller can read is in the `X-Total-Count` header (the `resourceCount` widget's `rules`).
+     */
+    get: {
+      parameters: {
+        query?: {
+          limit?: number;
+          offset?: number;
+          /** @description `count` adds the X-Total-Count header. */
+          options?: "count";
+        };
+      };
+      responses: {
+        /** @description Rules */
+        200: {
+          headers: {
+            /** @description With options=count */
+            "X-Total-Count"?: number;
+          };
+          content: {
+            "application/json": components["schemas"]["Rule"][];
+          };
+        };
+        401: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Create a rule
+     * @description The caller becomes its owner: its actions run with the owner's rights. Every device, geofence and channel the
+     * definition names must be readable by the caller (422 naming the field otherwise, as if it did not exist), and
+     * the targets of `command`, `setField` and `channel` actions writable (403).
+     */
+    post: {
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["RuleWrite"];
+        };
+      };
+      responses: {
+        /** @description The rule */
+        201: {
+          content: {
+            "application/json": components["schemas"]["Rule"];
+          };
+        };
+        401: components["responses"]["Error"];
+        403: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+  };
+  "/api/rules-v2/{id}": {
+    /** One rule */
+    get: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        /** @description The rule */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Rule"];
+          };
+        };
+        401: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Replace a rule's name and definition
+     * @description Needs write access to the rule; what the definition names is checked against the caller's rights as on create. The owner stays the same.
+     */
+    put: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["RuleWrite"];
+        };
+      };
+      responses: {
+        /** @description The rule */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Rule"];
+          };
+        };
+        401: components["responses"]["Error"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    /** Delete a rule */
+    delete: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        204: components["responses"]["NoContent"];
+        401: components["responses"]["Error"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+      };
+    };
+  };
+  "/api/rules-v2/{id}/execute": {
+    /**
+     * Run a rule from its button trigger
+     * @description What a `commandButtons` widget's button calls. Needs POST on rule in the caller's role and write access to the
+     * rule (404 when it cannot read it, 403 when it can read but not write it). `triggerNodeId` must name a trigger
+     * with `config.resourceType` `button` (422 otherwise). The run is decided and stored at once (its conditions
+     * evaluated with the rights of the rule's owner); its actions follow within moments, each outcome logged on the
+     * rule.
+     */
+    post: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["RuleExecute"];
+        };
+      };
+      responses: {
+        /** @description The run, as decided */
+        202: {
+          content: {
+            "application/json": components["schemas"]["RuleRun"];
+          };
+        };
+        401: components["responses"]["Error"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+      };
+    };
+  };
+  "/api/locations": {
+    /**
+     * The locations the caller can read (deprecated)
+     * @deprecated
+     * @description Locations are kept for old integrations; new ones use dashboards with floor plans (docs/locations.md). Ordered by name.
+     */
+    get: {
+      parameters: {
+        query?: {
+          limit?: components["parameters"]["ListLimit"];
+          offset?: components["parameters"]["ListOffset"];
+          options?: components["parameters"]["ListOptions"];
+        };
+      };
+      responses: {
+        /** @description Locations */
+        200: {
+          headers: {
+            /** @description RFC 9745: the date the operation was deprecated, as `@<epoch seconds>`. */
+            Deprecation?: string;
+            /** @description With options=count */
+            "X-Total-Count"?: number;
+          };
+          content: {
+            "application/json": components["schemas"]["Location"][];
+          };
+        };
+        401: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Create a location (deprecated)
+     * @deprecated
+     */
+    post: {
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["LocationWrite"];
+        };
+      };
+      responses: {
+        /** @description The location */
+        201: {
+          content: {
+            "application/json": components["schemas"]["Location"];
+          };
+        };
+        403: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+  };
+  "/api/locations/{id}": {
+    /**
+     * One location (deprecated)
+     * @deprecated
+     */
+    get: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        /** @description The location */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Location"];
+          };
+        };
+        404: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Replace a location (deprecated; needs write access)
+     * @deprecated
+     */
+    put: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["LocationWrite"];
+        };
+      };
+      responses: {
+        /** @description The location */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Location"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Delete a location (deprecated; needs write access)
+     * @deprecated
+     */
+    delete: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        204: components["responses"]["NoContent"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+      };
+    };
+  };
+  "/api/organizations": {
+    /**
+     * The organization units the caller can read
+     * @description A flat list; each unit names its `parent`. `parent=<id>` keeps the units directly below one unit. Ordered by name.
+     */
+    get: {
+      parameters: {
+        query?: {
+          parent?: components["schemas"]["Id"];
+          limit?: components["parameters"]["ListLimit"];
+          offset?: components["parameters"]["ListOffset"];
+          options?: components["parameters"]["ListOptions"];
+        };
+      };
+      responses: {
+        /** @description Units */
+        200: {
+          headers: {
+            /** @description With options=count */
+            "X-Total-Count"?: number;
+          };
+          content: {
+            "application/json": components["schemas"]["Organization"][];
+          };
+        };
+        401: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Create an organization unit; the creator gets full access to it
+     * @description A taken name (without regard to case) is 409. A name that access rights or users already use for an
+     * organization may be given to a new unit only by a platform admin (422 otherwise): whoever holds the unit
+     * decides who its members are. Below a `parent`, the caller needs admin access on the parent.
+     */
+    post: {
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["OrganizationCreate"];
+        };
+      };
+      responses: {
+        /** @description The unit */
+        201: {
+          content: {
+            "application/json": components["schemas"]["Organization"];
+          };
+        };
+        403: components["responses"]["Error"];
+        409: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+  };
+  "/api/organizations/{id}": {
+    /** One organization unit */
+    get: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        /** @description The unit */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Organization"];
+          };
+        };
+        404: components["responses"]["Error"];
+      };
+    };
+    /** Change a unit's description or move it in the tree (needs write access; a move needs admin) */
+    put: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["OrganizationReplace"];
+        };
+      };
+      responses: {
+        /** @description The unit */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Organization"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Delete a unit (needs write access); the rights given to its name go with it
+     * @description A unit with sub-units or members is 409; move or remove them first.
+     */
+    delete: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        204: components["responses"]["NoContent"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        409: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+      };
+    };
+  };
+  "/api/organizations/{id}/members": {
+    /**
+     * The unit's members (needs read access)
+     * @description Users whose `attributes.organization` names the unit; with `includeDescendants=true`, also the members of every unit below it. Ordered by username.
+     */
+    get: {
+      parameters: {
+        query?: {
+          includeDescendants?: boolean;
+        };
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        /** @description Members */
+        200: {
+          content: {
+            "application/json": components["schemas"]["OrganizationMember"][];
+          };
+        };
+        404: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Create a member (needs admin access on the unit)
+     * @description Creates a user who belongs to the unit and answers with a one-time `temporaryPassword`, as `POST /api/users` does (`requiredActions` holds `UPDATE_PASSWORD`). A taken username is 409. Logged on the unit.
+     */
+    post: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["OrganizationMemberCreate"];
+        };
+      };
+      responses: {
+        /** @description The new member */
+        201: {
+          content: {
+            "application/json": components["schemas"]["UserCreated"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        409: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+      };
+    };
+  };
+  "/api/organizations/{id}/members/{userId}": {
+    /**
+     * Add an existing user to the unit (platform admin, with admin access on the unit)
+     * @description 201 when added, 200 when the user already belonged to it. Logged on the unit.
+     */
+    put: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+          /** @description The member's user UUID. */
+          userId: components["schemas"]["Uuid"];
+        };
+      };
+      responses: {
+        /** @description Already a member */
+        200: {
+          content: {
+            "application/json": components["schemas"]["OrganizationMember"];
+          };
+        };
+        /** @description Added */
+        201: {
+          content: {
+            "application/json": components["schemas"]["OrganizationMember"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Remove a member from the unit (needs admin access); the user stays
+     * @description 404 when the user does not belong to the unit. Logged on the unit.
+     */
+    delete: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+          /** @description The member's user UUID. */
+          userId: components["schemas"]["Uuid"];
+        };
+      };
+      responses: {
+        204: components["responses"]["NoContent"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+        /** @description The member's user UUID. */
+        userId: components["schemas"]["Uuid"];
+      };
+    };
+  };
+  "/api/organizations/{id}/members/{userId}/reset-password": {
+    /**
+     * Issue a new temporary password to a member (needs admin access on the unit)
+     * @description The old password stops working and `UPDATE_PASSWORD` is required again. Unless the caller is a platform admin,
+     * the member must hold no `admin` role and belong to no unit the caller does not administer (403 otherwise).
+     * 404 when the user does not belong to the unit. Logged on the unit.
+     */
+    post: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+          userId: components["schemas"]["Uuid"];
+        };
+      };
+      responses: {
+        /** @description The new temporary password */
+        200: {
+          content: {
+            "application/json": components["schemas"]["TemporaryPassword"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+        userId: components["schemas"]["Uuid"];
+      };
+    };
+  };
+  "/api/apps": {
+    /**
+     * The client apps the caller can see
+     * @description Readable through access rights, and let through by the app filter of every usergroup of the caller that has one. Ordered by name.
+     */
+    get: {
+      parameters: {
+        query?: {
+          limit?: components["parameters"]["ListLimit"];
+          offset?: components["parameters"]["ListOffset"];
+          options?: components["parameters"]["ListOptions"];
+        };
+      };
+      responses: {
+        /** @description Apps */
+        200: {
+          headers: {
+            /** @description With options=count */
+            "X-Total-Count"?: number;
+          };
+          content: {
+            "application/json": components["schemas"]["App"][];
+          };
+        };
+        401: components["responses"]["Error"];
+      };
+    };
+    /** Create a client app; the answer carries its secret, once */
+    post: {
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["AppWrite"];
+        };
+      };
+      responses: {
+        /** @description The app with its secret */
+        201: {
+          content: {
+            "application/json": components["schemas"]["AppCreated"];
+          };
+        };
+        403: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+  };
+  "/api/apps/{id}": {
+    /** One client app (never its secret) */
+    get: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        /** @description The app */
+        200: {
+          content: {
+            "application/json": components["schemas"]["App"];
+          };
+        };
+        404: components["responses"]["Error"];
+      };
+    };
+    /** Rename an app or replace its description (needs write access) */
+    put: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["AppWrite"];
+        };
+      };
+      responses: {
+        /** @description The app */
+        200: {
+          content: {
+            "application/json": components["schemas"]["App"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    /** Delete an app (needs write access); its MQTT connections are closed and it leaves every app filter */
+    delete: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        204: components["responses"]["NoContent"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+      };
+    };
+  };
+  "/api/apps/{id}/secret": {
+    /** Give an app a new secret (needs write access); the old one stops working and its MQTT connections are closed */
+    post: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        /** @description The new secret, shown once */
+        200: {
+          content: {
+            "application/json": components["schemas"]["AppSecret"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+      };
+    };
+  };
+  "/api/usergroups/{groupId}/app-filter": {
+    /** The group's app filter (needs read access) */
+    get: {
+      parameters: {
+        path: {
+          groupId: components["schemas"]["Id"];
+        };
+      };
+      responses: {
+        /** @description The filter */
+        200: {
+          content: {
+            "application/json": components["schemas"]["AppFilter"];
+          };
+        };
+        404: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Set the group's app filter to exactly these apps (needs write access)
+     * @description Turns the filter on. Its members then see only these apps; a member of several filtered groups sees only the apps all of them allow.
+     */
+    put: {
+      parameters: {
+        path: {
+          groupId: components["schemas"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["AppFilterSet"];
+        };
+      };
+      responses: {
+        /** @description The filter */
+        200: {
+          content: {
+            "application/json": components["schemas"]["AppFilter"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    /**
+     * Allow one more app (needs write access)
+     * @description Turns the filter on with this app alone if the group had none. 201 when added, 200 when it was allowed already.
+     */
+    post: {
+      parameters: {
+        path: {
+          groupId: components["schemas"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["AppFilterAllow"];
+        };
+      };
+      responses: {
+        /** @description Already allowed */
+        200: {
+          content: {
+            "application/json": components["schemas"]["AppFilter"];
+          };
+        };
+        /** @description Allowed */
+        201: {
+          content: {
+            "application/json": components["schemas"]["AppFilter"];
+          };
+        };
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
+    /** Remove the group's app filter (needs write access); its members are no longer restricted by it */
+    delete: {
+      parameters: {
+        path: {
+          groupId: components["schemas"]["Id"];
+        };
+      };
+      responses: {
+        204: components["responses"]["NoContent"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        groupId: components["schemas"]["Id"];
+      };
+    };
+  };
+  "/api/usergroups/{groupId}/app-filter/{appId}": {
+    /**
+     * Remove one app from the filter (needs write access); the filter stays on, even when empty
+     * @description 404 when the filter does not list the app.
+     */
+    delete: {
+      parameters: {
+        path: {
+          groupId: components["schemas"]["Id"];
+          appId: components["schemas"]["Id"];
+        };
+      };
+      responses: {
+        204: components["responses"]["NoContent"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        groupId: components["schemas"]["Id"];
+        appId: components["schemas"]["Id"];
+      };
+    };
+  };
   "/api/audit/events": {
     /**
      * The event log, filtered, in global order
@@ -2462,7 +3262,7 @@ export interface components {
        */
       globalVisibility?: "true" | "false";
       language?: string;
-      /** @description Organization units; access rights given to an orgUnit apply to its users. */
+      /** @description The names of the organization units the user belongs to; access rights given to an orgUnit apply to its users and to those of the units below it. */
       organization?: string[];
       /** @description Built-in or custom role names; an unknown name is rejected. */
       roles?: string[];
@@ -2587,7 +3387,7 @@ export interface components {
       scope?: components["schemas"]["Scope"];
     };
     UsergroupName: string;
-    /** @description The creator becomes `owner`. `members` and `appFilter` are accepted and ignored; members are added through /members. */
+    /** @description The creator becomes `owner`. `members` and `appFilter` are accepted and ignored; members are added through /members, the app filter is set through /app-filter. */
     UsergroupCreate: {
       name: components["schemas"]["UsergroupName"];
       /** @description Ignored. */
@@ -3537,8 +4337,8 @@ export interface components {
     };
     ChannelMqtt: {
       /** @enum {string} */
-      type: "keycloakUser" | "basicCredentialsSet";
-      /** @description The user id or the credentials set id whose output topics receive the changes. */
+      type: "keycloakUser" | "basicCredentialsSet" | "app";
+      /** @description The user id, credentials set id or app id whose output topics receive the changes: your own user id, or a credentials set or app you may write. */
       recipient: string;
     };
     /**
@@ -3884,6 +4684,346 @@ export interface components {
       /** @description Every scope the caller holds, directly, through a usergroup or an organization unit. */
       scope: ("admin" | "write" | "read" | "peek")[];
     };
+    /** @description A node id, unique in its rule: letters, digits, `_`, `.`, `:`, `-`, 1 to 64 characters. */
+    RuleNodeId: string;
+    /**
+     * @description A rule. For a `commandButtons` widget, name it `<device-name>.<button-name>` and give it a button trigger
+     * with edges straight to its actions (no condition). Caps: 100 nodes, 500 edges, 64 KiB of definition JSON,
+     * a name of 200 characters.
+     */
+    RuleWrite: {
+      name: string;
+      definition: components["schemas"]["RuleDefinition"];
+    };
+    /**
+     * @description The graph: edges lead from a trigger or a condition to a condition or an action, between nodes of the rule,
+     * without a cycle; every condition and action is reached from a trigger, and every condition leads somewhere.
+     * Each node's `config` is checked against the schema of its kind: `RuleButtonTrigger`, `RuleDeviceTrigger`,
+     * `RuleScheduleTrigger`, `RuleGeofenceTrigger` (by `config.resourceType`), `RuleCondition`, and
+     * `RuleCommandAction`, `RuleSetFieldAction`, `RuleChannelAction`, `RuleLogAction` (by `config.action`).
+     */
+    RuleDefinition: {
+      nodes: components["schemas"]["RuleNode"][];
+      edges: components["schemas"]["RuleEdge"][];
+    };
+    RuleNode: {
+      id: components["schemas"]["RuleNodeId"];
+      /** @enum {string} */
+      type: "trigger" | "condition" | "action";
+      config: Record<string, unknown>;
+    };
+    RuleEdge: {
+      from: components["schemas"]["RuleNodeId"];
+      to: components["schemas"]["RuleNodeId"];
+    };
+    /** @description Fired only by `POST /api/rules-v2/{id}/execute` (a `commandButtons` widget's button). */
+    RuleButtonTrigger: {
+      /** @enum {string} */
+      resourceType: "button";
+    };
+    /**
+     * @description Fired by every change of the device's data: a report (MQTT, an uplink, a network server, a calculation) or an
+     * update of its fields (REST, a rule's `setField`, geofence tracking). With `fields`, only when one of them is
+     * among the top-level fields the report or update carries. The rule's owner needs read access to the device.
+     */
+    RuleDeviceTrigger: {
+      /** @enum {string} */
+      resourceType: "device";
+      deviceId: components["schemas"]["Id"];
+      fields?: string[];
+    };
+    /**
+     * @description A 5-field cron expression (minute hour day-of-month month day-of-week, or `@hourly`, `@daily`, …), in
+     * `timezone` (an IANA name; UTC when left out). Each slot runs once, even across restarts. After downtime the
+     * latest missed slot runs once if it is at most 15 minutes late; older ones are skipped and logged on the rule.
+     */
+    RuleScheduleTrigger: {
+      /** @enum {string} */
+      resourceType: "schedule";
+      cron: string;
+      timezone?: string;
+    };
+    /**
+     * @description Fired when geofence tracking records an asset entering or leaving the area its tracker (the fence's `ref`)
+     * watches: a fence without a `ref` fires nothing. A tracker with several fences watches their union.
+     */
+    RuleGeofenceTrigger: {
+      /** @enum {string} */
+      resourceType: "geofence";
+      geofenceId: components["schemas"]["Id"];
+      /** @enum {string} */
+      event: "enter" | "exit";
+    };
+    /**
+     * @description Compares a top-level field of a device. `gt`, `gte`, `lte`, `lt` need a number `value` and hold only for a
+     * number field; `eq` compares any JSON value; `changed` (no `value`) holds when the event that triggered the run
+     * changed that field of that device. A condition on the triggering device sees it as the triggering event left
+     * it; on another device, its latest value. The rule's owner needs read access to the device.
+     */
+    RuleCondition: {
+      deviceId: components["schemas"]["Id"];
+      field: string;
+      /** @enum {string} */
+      operator: "gt" | "gte" | "eq" | "lte" | "lt" | "changed";
+      value?: unknown;
+    };
+    /** @description A device command, exactly as `PUT /api/iotnodes/command` takes it and through the same path, sent with the rights of the rule's owner (write access to the iotnode, PUT on device in its role). */
+    RuleCommandAction: {
+      /** @enum {string} */
+      action: "command";
+      iotnodeId: components["schemas"]["Id"];
+      command: string;
+      integrationName?: components["schemas"]["Integration"];
+      data?: Record<string, unknown>;
+    };
+    /**
+     * @description Sets a top-level field of a device (`null` removes it), as an update by the rule (actor `rule:<id>`), with the
+     * rights of its owner. The fields that name or identify a device (`name`, `secret`, `connector`, `devEui`,
+     * `networkDeviceId`, `translatorPreferences`) and the platform's own are not set by rules.
+     */
+    RuleSetFieldAction: {
+      /** @enum {string} */
+      action: "setField";
+      iotnodeId: components["schemas"]["Id"];
+      field: string;
+      value: unknown;
+    };
+    /**
+     * @description Sends `{id, rule: {_id, name}, runId, nodeId, message?, trigger, conditions, time}` through a channel the owner
+     * may write: an `http` channel POSTs it to its URL, an `mqtt` channel publishes it on
+     * `svc/output/v2/<recipient>/rule/<ruleId>`. `id` is the same if the message is sent again after a restart.
+     */
+    RuleChannelAction: {
+      /** @enum {string} */
+      action: "channel";
+      channelId: components["schemas"]["Id"];
+      message?: string;
+    };
+    /** @description Writes an entry in the rule's log (`resourceType` `ruleV2`, category `rule`). */
+    RuleLogAction: {
+      /** @enum {string} */
+      action: "log";
+      message: string;
+      /**
+       * @default info
+       * @enum {string}
+       */
+      type?: "error" | "warning" | "info" | "verbose" | "debug";
+      /**
+       * @default low
+       * @enum {string}
+       */
+      priority?: "severe" | "high" | "medium" | "low";
+    };
+    Rule: {
+      _id: components["schemas"]["Id"];
+      name: string;
+      definition: components["schemas"]["RuleDefinition"];
+      /** @description The user who created the rule: its actions run with this user's rights. */
+      owner: string;
+      /** Format: date-time */
+      createdAt: string;
+      /** Format: date-time */
+      updatedAt: string;
+      revision: number;
+    };
+    RuleExecute: {
+      triggerNodeId: components["schemas"]["RuleNodeId"];
+    };
+    /** @description A run, as decided: `started` with the actions to take, or `conditionsNotMet`. The actions are then taken by the platform; each outcome is an entry in the rule's log (`GET /api/logs?resourceId=<rule id>`). */
+    RuleRun: {
+      /** Format: uuid */
+      runId: string;
+      /** @enum {string} */
+      status: "started" | "conditionsNotMet";
+      actions: components["schemas"]["RuleNodeId"][];
+      conditions: {
+          nodeId?: string;
+          deviceId?: string;
+          field?: string;
+          operator?: string;
+          actual?: unknown;
+          passed?: boolean;
+          why?: string;
+        }[];
+    };
+    /** @description Letters (A–Z, a–z), digits, `åäöÅÄÖ`, spaces, underscores and hyphens, at least one; anything else is 422 `ERR - <field> is not a valid location name: …`. Compared in Unicode NFC. */
+    LocationName: string;
+    /** @description A device placed on a layer; the caller must be able to read it (422 otherwise). */
+    LocationItem: {
+      deviceId: components["schemas"]["Id"];
+      type?: string;
+      size?: number;
+      /** @description Percent of the layer image, from the top. */
+      top?: number;
+      /** @description Percent of the layer image, from the left. */
+      left?: number;
+      valueDisplay?: string;
+      locationItemControl?: {
+        icon?: string;
+      };
+    };
+    LocationLayer: {
+      name?: components["schemas"]["LocationName"];
+      items?: components["schemas"]["LocationItem"][];
+      /** @description Path of the background image. */
+      image?: string;
+      /** @description Image position. */
+      left?: number;
+      /** @description Image position. */
+      top?: number;
+      /** @description Image size. */
+      width?: number;
+      /** @description Image size. */
+      height?: number;
+    };
+    /**
+     * @description A whole location, for create and replace. `user` (the creating user) is the caller when left out; on a
+     * replace, left out, it stays. Only a platform admin may name another (existing) user. `_id`, `createdAt` and
+     * `updatedAt`, as a read gives them, are accepted and ignored, so a read location can be sent back.
+     */
+    LocationWrite: {
+      /** @description Ignored. */
+      _id?: unknown;
+      /** @description Ignored. */
+      createdAt?: unknown;
+      /** @description Ignored. */
+      updatedAt?: unknown;
+      name: components["schemas"]["LocationName"];
+      description?: string;
+      user?: components["schemas"]["Uuid"];
+      lat: number;
+      lng: number;
+      icon?: string;
+      defaultLayer: components["schemas"]["LocationLayer"];
+      layers?: components["schemas"]["LocationLayer"][];
+      version?: number;
+    };
+    Location: {
+      _id: components["schemas"]["Id"];
+      name: string;
+      description?: string;
+      user: components["schemas"]["Uuid"];
+      lat: number;
+      lng: number;
+      icon?: string;
+      defaultLayer: components["schemas"]["LocationLayer"];
+      layers?: components["schemas"]["LocationLayer"][];
+      version?: number;
+      /** Format: date-time */
+      createdAt: string;
+      /** Format: date-time */
+      updatedAt: string;
+    };
+    /** @description The unit's name: what `orgUnit` access rights and users' `attributes.organization` name it by. Unique without regard to case; never changes. */
+    OrganizationName: string;
+    OrganizationCreate: {
+      name: components["schemas"]["OrganizationName"];
+      description?: string;
+      /** @description The unit above this one (admin access on it needed); left out or null for a top unit. */
+      parent?: string | null;
+    };
+    /**
+     * @description `name` must be the unit's own. `description` is replaced (left out: removed). `parent` moves the unit (null:
+     * to the top); left out, the unit stays where it is. A move needs admin access on the unit, on its current parent
+     * and on the new one, and may not put the unit below itself or make the tree deeper than 10 levels (422).
+     */
+    OrganizationReplace: {
+      /** @description Ignored. */
+      _id?: unknown;
+      /** @description Ignored. */
+      createdAt?: unknown;
+      /** @description Ignored. */
+      updatedAt?: unknown;
+      name: components["schemas"]["OrganizationName"];
+      description?: string;
+      parent?: string | null;
+    };
+    Organization: {
+      _id: components["schemas"]["Id"];
+      name: string;
+      description?: string;
+      /** @description The unit above; null for a top unit. */
+      parent: string | null;
+      /** Format: date-time */
+      createdAt: string;
+      /** Format: date-time */
+      updatedAt: string;
+    };
+    OrganizationMember: {
+      id: components["schemas"]["Uuid"];
+      username: string;
+      firstName?: string;
+      lastName?: string;
+      email?: string;
+      enabled: boolean;
+      /** @description The names of every unit the member belongs to. */
+      organization: string[];
+    };
+    /**
+     * @description A new user who belongs to the unit (`attributes.organization` is set to the unit's name). `attributes.roles`
+     * may name only roles the caller holds itself, unless the caller is a platform admin (403 otherwise).
+     */
+    OrganizationMemberCreate: {
+      /** @description Unique without regard to case; cannot change later. */
+      username: string;
+      /** Format: email */
+      email?: string;
+      firstName?: string;
+      lastName?: string;
+      /** @description E.164 */
+      phoneNumber?: string;
+      /** @default true */
+      enabled?: boolean;
+      attributes?: {
+        /** @enum {string} */
+        globalVisibility?: "true" | "false";
+        language?: string;
+        roles?: string[];
+      };
+    };
+    AppWrite: {
+      /** @description Ignored. */
+      _id?: unknown;
+      /** @description Ignored. */
+      createdAt?: unknown;
+      /** @description Ignored. */
+      updatedAt?: unknown;
+      name: string;
+      description?: string;
+    };
+    /** @description A client app. Its secret is never part of a read. */
+    App: {
+      _id: components["schemas"]["Id"];
+      name: string;
+      description?: string;
+      /** Format: date-time */
+      createdAt: string;
+      /** Format: date-time */
+      updatedAt: string;
+    };
+    AppCreated: components["schemas"]["App"] & {
+      /** @description Shown once, here. The app logs in to MQTT with its `_id` as username and this secret as password. Only a hash is stored. */
+      secret: string;
+    };
+    AppSecret: {
+      _id: components["schemas"]["Id"];
+      /** @description Shown once, here; the previous secret stops working. */
+      secret: string;
+    };
+    AppFilter: {
+      groupId: components["schemas"]["Id"];
+      /** @description Whether the group has a filter. Without one it restricts nothing; with one, its members see only `appIds` (none, when empty). */
+      filtered: boolean;
+      appIds: components["schemas"]["Id"][];
+    };
+    AppFilterSet: {
+      /** @description Every app the members may see; `[]` lets them see none. Repeats count once. Each must be an app the caller can see (422 otherwise). */
+      appIds: components["schemas"]["Id"][];
+    };
+    AppFilterAllow: {
+      appId: components["schemas"]["Id"];
+    };
     AuditEvent: {
       /** @description The place in the store's global order, `<commit>/<prepare>` (two integers; order by the first, then the second). */
       position: string;
@@ -3960,6 +5100,12 @@ export interface components {
     Id: components["schemas"]["Id"];
     /** @description The dashboard revision the change was computed from (its `ETag`); 412 when the dashboard has moved on since. */
     DashboardIfMatch?: string;
+    /** @description At most this many items (ordered by name, then id). */
+    ListLimit?: number;
+    /** @description Items to skip before the first one answered. */
+    ListOffset?: number;
+    /** @description `count` adds the `X-Total-Count` header: how many items the caller may see in all, whatever `limit` and `offset` say. */
+    ListOptions?: "count";
     /**
      * @description Time travel: the resource as it was at this instant (RFC 3339), folded from its events up to then with the same
      * rules the live read model follows, in the same shape. 404 for a time before it existed or after it was deleted.

@@ -4,7 +4,7 @@
  * through `redact`.
  *
  * - Values under these keys, at any depth, are replaced whole: password
- *   hashes (users, credentials sets), webhook secrets and their hashes, API
+ *   hashes (users, credentials sets), webhook and app secrets and their hashes, API
  *   tokens, keys and client secrets, passwords, `Authorization` headers.
  * - Under `secrets` (a connector's write-only settings, broker password and
  *   webhook secret hash; an http channel's write-only `Authorization`

@@ -17,6 +17,11 @@ import { channelStream } from '../channels/channel.js';
 import { logStream } from '../logs/logEntry.js';
 import { translatorStream } from '../translators/translator.js';
 import { geofenceStream } from '../geofences/geofence.js';
+import { ruleStream } from '../rules/rule.js';
+import { runStream } from '../rules/run.js';
+import { locationStream } from '../locations/location.js';
+import { organizationStream } from '../organizations/organization.js';
+import { appStream } from '../apps/app.js';
 
 /** The resource a stream's events are about: the type as access rights name it, and its id. */
 export interface StreamResource {
@@ -37,18 +42,27 @@ const about: Rule = (id, first) => {
 const RULES: [string, Rule][] = [
   // Longest prefixes first, so `translator-name-` is not taken for another `…-`.
   [translatorStream(''), own('translator')],
+  [organizationStream(''), own('organization')],
   [reservedTopicStream(''), own('reservedTopic')],
   [credentialsSetStream(''), own('credentialsSet')],
   [deviceGroupStream(''), own('deviceGroup')],
   [usergroupStream(''), own('usergroup')],
   [dashboardStream(''), own('dashboard')],
   [connectorStream(''), own('connector')],
+  [locationStream(''), own('location')],
   [geofenceStream(''), own('geofence')],
   [channelStream(''), own('channel')],
   [deviceStream(''), own('device')],
   [imageStream(''), own('image')],
+  // Rules are `ruleV2` to access rights; a run is about its rule.
+  [runStream(''), (_id, first) => {
+    const ruleId = (first.data as { ruleId?: unknown }).ruleId;
+    return typeof ruleId === 'string' ? { type: 'ruleV2', id: ruleId } : null;
+  }],
+  [ruleStream(''), own('ruleV2')],
   [userStream(''), own('user')],
   [roleStream(''), own('role')],
+  [appStream(''), own('app')],
   [usernameStream(''), (_name, first) => {
     const userId = (first.data as { userId?: unknown }).userId;
     return typeof userId === 'string' ? { type: 'user', id: userId } : null;

@@ -69,17 +69,26 @@ async function setup(ctx: { t: TestPlatform; secrets: string[] }): Promise<void>
     uplink: { topic: 'plant/#' },
     downlink: { topic: 'plant/commands' },
   });
-  ctx.secrets = [ann.password, 'anns-new-password-1', reset.temporaryPassword ?? reset.password, 'field-set-password-1', 'channel-header-secret', 'chirpstack-api-token-1', chirp.webhookSecret, 'broker-password-1'].filter(
-    (s): s is string => typeof s === 'string',
-  );
-  assert.is(ctx.secrets.length, 8, 'every secret that was sent or handed out is known');
+  // A client app's MQTT login secret, as made and as rotated (kept as a hash).
+  const app = await ok('POST', '/api/apps', { name: 'secret app' });
+  const rotated = await ok('POST', `/api/apps/${app._id}/secret`);
+  // A member's password reset by their organization unit.
+  const unit = await ok('POST', '/api/organizations', { name: 'secret-unit' });
+  await ok('PUT', `/api/organizations/${unit._id}/members/${ann.id}`);
+  const unitReset = await ok('POST', `/api/organizations/${unit._id}/members/${ann.id}/reset-password`);
+  ctx.secrets = [
+    ann.password, 'anns-new-password-1', reset.temporaryPassword ?? reset.password, 'field-set-password-1', 'channel-header-secret', 'chirpstack-api-token-1', chirp.webhookSecret, 'broker-password-1',
+    app.secret, rotated.secret, unitReset.temporaryPassword,
+  ].filter((s): s is string => typeof s === 'string');
+  assert.is(ctx.secrets.length, 11, 'every secret that was sent or handed out is known');
   // And every secret as stored: the hashes and the write-only values in the events themselves.
   const { rows } = await sql<{ v: string }>`
     SELECT data->>'passwordHash' AS v FROM es.events WHERE data ? 'passwordHash'
+    UNION ALL SELECT data->>'secretHash' FROM es.events WHERE data ? 'secretHash'
     UNION ALL SELECT s.value #>> '{}' FROM es.events, jsonb_each(data->'secrets') s WHERE jsonb_typeof(data->'secrets') = 'object' AND jsonb_typeof(s.value) = 'string'
     UNION ALL SELECT s.value #>> '{}' FROM es.events, jsonb_each(data->'secrets'->'settings') s`.execute(t.platform.deps.db);
   const stored = rows.map((r) => r.v).filter(Boolean);
-  assert.ok(stored.length >= 8, `stored secrets found: ${stored.length}`);
+  assert.ok(stored.length >= 12, `stored secrets found: ${stored.length}`);
   ctx.secrets.push(...stored);
 }
 rest.after(async ({ t }) => t.stop());
@@ -96,7 +105,9 @@ rest('when an admin reads every event as JSON and as NDJSON, then no secret appe
   const of = (type: string) => events.filter((e) => e.type === type).map((e) => e.data);
   assert.ok(of('UserCreated').length >= 2 && of('UserCreated').every((d) => d.passwordHash === REDACTED), 'user password hashes');
   assert.equal(of('PasswordChanged').map((d) => d.passwordHash), [REDACTED]);
-  assert.equal(of('PasswordReset').map((d) => d.passwordHash), [REDACTED]);
+  assert.equal(of('PasswordReset').map((d) => d.passwordHash), [REDACTED, REDACTED], 'an admin\'s reset and the unit\'s');
+  assert.equal(of('AppCreated').map((d) => [d.name, d.secretHash]), [['secret app', REDACTED]], 'an app\'s MQTT secret hash');
+  assert.equal(of('AppSecretRotated').map((d) => d.secretHash), [REDACTED], 'the rotated one');
   assert.equal(of('CredentialsSetCreated').map((d) => [d.username, d.passwordHash]), [['field-set', REDACTED]]);
   const [channel] = of('ChannelCreated');
   assert.equal(channel.secrets, { authorization: REDACTED }, 'the write-only channel header');

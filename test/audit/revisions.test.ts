@@ -153,4 +153,26 @@ revisions('given rights given and taken on a resource, when its rights\' revisio
   assert.is((await t.call('GET', `/api/access-rights/resource/${d._id}/revisions`, { token: ann.token })).status, 403, 'read without admin scope');
 });
 
+revisions('given a rule replaced and deleted, when its revisions are read, then each change is there with its request, nodes named by id, and its runs are not', async ({ t, ann }) => {
+  const trigger = { id: 'press', type: 'trigger', config: { resourceType: 'button' } };
+  const note = (message: string) => ({ id: 'note', type: 'action', config: { action: 'log', message } });
+  const created = await write(t, 'POST', '/api/rules-v2', { name: 'boiler', definition: { nodes: [trigger, note('pressed')], edges: [{ from: 'press', to: 'note' }] } });
+  const id = created.body._id as string;
+  await write(t, 'POST', `/api/rules-v2/${id}/execute`, { triggerNodeId: 'press' });
+  const replaced = await write(t, 'PUT', `/api/rules-v2/${id}`, { name: 'boiler', definition: { nodes: [trigger, note('pressed again')], edges: [{ from: 'press', to: 'note' }] } });
+  const res = await t.call('GET', `/api/rules-v2/${id}/revisions`);
+  assert.is(res.status, 200, res.text);
+  const list = res.body as any[];
+  assert.equal(list.map((r) => r.type), ['RuleCreated', 'RuleReplaced'], 'the run is not a change of the rule');
+  assert.equal(list.map((r) => r.correlationId), [created.request, replaced.request]);
+  assert.is(list[0].actor, await adminIdOf(t));
+  assert.equal(list[1].changes, [{ path: '/definition/nodes/note/config/message', before: 'pressed', after: 'pressed again' }]);
+  assert.is((await t.call('GET', `/api/rules-v2/${id}/revisions`, { token: ann.token })).status, 404, 'a rule the caller cannot read');
+
+  await write(t, 'DELETE', `/api/rules-v2/${id}`);
+  const audit = await t.call('GET', `/api/audit/events?resourceType=ruleV2&resourceId=${id}`);
+  assert.ok(audit.body.events.some((e: any) => e.type === 'RuleRunStarted'), 'its runs are in the audit log under the rule');
+  assert.equal(audit.body.events.filter((e: any) => e.streamId === `rule-${id}`).map((e: any) => e.type), ['RuleCreated', 'RuleReplaced', 'RuleDeleted']);
+});
+
 revisions.run();
