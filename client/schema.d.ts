@@ -3170,6 +3170,34 @@ export interface paths {
       };
     };
   };
+  "/api/rules-v2/{id}/revisions": {
+    /**
+     * Who changed the rule, when, and what (needs read access)
+     * @description Its creation, each replacement (name and definition; nodes are named by their id in `changes`) and its deletion. What its runs did is in its logs and its `rulerun-` streams of the audit log.
+     */
+    get: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      responses: {
+        /** @description The revisions */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Revisions"];
+          };
+        };
+        401: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        id: components["parameters"]["Id"];
+      };
+    };
+  };
   "/api/translators/{id}/revisions": {
     /**
      * The uploads and deletions of every version of this translator's name
