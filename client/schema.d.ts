@@ -3043,7 +3043,7 @@ export interface paths {
      *
      * **Visibility.** An admin (the built-in role) reads every event. Anyone else reads the events of one resource at a
      * time, one on which they hold the `admin` scope, named by `resourceId` (its own stream, its access rights, its log
-     * entries, its commands) or by `streamId`: a query that names neither is too broad and answers 403; a resource the
+     * entries, its commands, a rule's runs) or by `streamId`: a query that names neither is too broad and answers 403; a resource the
      * caller cannot read answers 404, one they read without `admin` 403.
      *
      * **Paging.** `limit` events a page; `nextCursor` (absent on the last page) is sent back as `cursor`. A cursor
