@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { Router, type Request, type Response } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf } from '../http.js';
@@ -97,6 +96,18 @@ export function auditRoutes(deps: Deps): Router {
     return { commit: BigInt(c.c), prepare: BigInt(c.p) };
   };
 
+  /** Until the client has taken what was written, or has gone; the listeners go with it, however many pages wait. */
+  const drained = (res: Response) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        res.off('drain', done);
+        res.off('close', done);
+        resolve();
+      };
+      res.on('drain', done);
+      res.on('close', done);
+    });
+
   /** Every matching event, one JSON object a line, read a page at a time and written as the client takes it. */
   async function exportNdjson(req: Request, res: Response, filter: EventFilter, after: Position | null): Promise<void> {
     res.status(200).type('application/x-ndjson');
@@ -113,7 +124,7 @@ export function auditRoutes(deps: Deps): Router {
         if (events.length === 0 || gone) break;
         let chunk = '';
         for (const e of events) chunk += JSON.stringify(auditView(e)) + '\n';
-        if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+        if (!res.write(chunk)) await drained(res);
       }
       // A read already under way when the client left is let finish and dropped.
       next?.catch(() => {});
