@@ -25,6 +25,7 @@ import { migrateToLatest } from '../migrations/index.js';
 import { createPostgresStore } from '../domain/eventstore/postgres.js';
 import { createEsdbStore } from '../domain/eventstore/esdb.js';
 import type { EventStore } from '../domain/eventstore/port.js';
+import { versioned } from '../domain/eventstore/versioned.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { allProjections } from '../projections/index.js';
 import type { Database } from '../projections/database.js';
@@ -58,6 +59,7 @@ import { appRoutes } from './apps/routes.js';
 import { appFilterRoutes } from './usergroups/appFilter.js';
 import { calculationRoutes } from './calculations/routes.js';
 import { CalculationReactor } from '../reactors/calculations/reactor.js';
+import { auditRoutes } from './audit/routes.js';
 
 export interface Platform {
   deps: Deps;
@@ -127,7 +129,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
 
     // Metrics only when someone may read them: without METRICS_TOKEN nothing is measured.
     const metrics = config.metricsToken ? createMetrics(log) : null;
-    const engine: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+    const engine: EventStore = versioned(config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool));
     const store = metrics ? measuredStore(engine, metrics.store) : engine;
     started.push(() => store.close());
     // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
@@ -152,7 +154,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps), auditRoutes(deps)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),

@@ -47,9 +47,8 @@ interface TranslatorRow {
   spec: TranslatorSpec;
   code: string;
   parameters: Record<string, ParameterSpec>;
-  /** Absent on versions uploaded before field maps existed. */
-  fieldMap?: FieldMap | undefined;
-  unmapped?: UnmappedPolicy | undefined;
+  fieldMap: FieldMap;
+  unmapped: UnmappedPolicy;
 }
 
 interface DeviceInfo {
@@ -471,8 +470,8 @@ export class Translation implements Decoder {
       deviceModelName: typeof t.match.deviceModelName === 'string' ? t.match.deviceModelName : null,
       spec: t.spec,
       code: t.code,
-      fieldMap: t.fieldMap ?? {},
-      unmapped: t.unmapped ?? 'reject',
+      fieldMap: t.fieldMap,
+      unmapped: t.unmapped,
       defaults: defaultParameters(t.parameters),
     };
     this.translators.set(t.id, loaded);

@@ -81,7 +81,7 @@ export const accessProjection: Projection = {
         case 'DeviceClaimed': {
           // The rights a claim gives ride on the claim itself, so a claim and its rights are stored together or not at all.
           const { id, grants } = (event as RecordedEvent & DeviceEvent & { type: 'DeviceClaimed' }).data;
-          for (const g of grants ?? []) await upsertRight(tx, { resource_type: 'device', resource_id: id, subject_type: g.subjectType, subject_id: g.subjectId, scope: g.scope });
+          for (const g of grants) await upsertRight(tx, { resource_type: 'device', resource_id: id, subject_type: g.subjectType, subject_id: g.subjectId, scope: g.scope });
           break;
         }
         case 'UserDeleted': {

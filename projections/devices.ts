@@ -33,7 +33,20 @@ export interface DeviceHistoryTable {
   str: string | null;
 }
 
+/** A device's document as it was after the event at `revision` of its stream, stamped `time`: where time travel starts folding. */
+export interface DeviceSnapshotsTable {
+  device_id: string;
+  revision: number;
+  /** The event's `metadata.time`. */
+  time: string;
+  doc: DeviceDoc;
+}
+
+/** A snapshot is kept every this many events of a device's stream. */
+export const SNAPSHOT_EVERY = 500;
+
 export interface DevicesTables {
+  device_snapshots: DeviceSnapshotsTable;
   devices: DevicesTable;
   device_history: DeviceHistoryTable;
   device_history_fields: { device_id: string; field: string };
@@ -80,14 +93,14 @@ export function historyValues(path: string[], payload: unknown, out: [string, nu
 }
 
 /**
- * Devices and their history. A batch is folded in memory per device with the
+ * Devices, their history and their snapshots. A batch is folded in memory per device with the
  * same `evolveDoc` the write side uses, then written with a handful of
  * multi-row statements, whatever the batch size: ingest bursts arrive here in
  * batches of up to a thousand reports.
  */
 export const devicesProjection: Projection = {
   name: 'devices',
-  tables: ['device_history_fields', 'device_history', 'devices'],
+  tables: ['device_snapshots', 'device_history_fields', 'device_history', 'devices'],
   async apply(tx: Transaction<Database>, batch: RecordedEvent[]) {
     const events = batch.filter((e) => DEVICE_EVENTS.has(e.type)) as (RecordedEvent & DeviceEvent)[];
     if (events.length === 0) return;
@@ -100,6 +113,7 @@ export const devicesProjection: Projection = {
     }
     const history: HistoryRows = { device: [], field: [], time: [], num: [], bool: [], str: [] };
     const deleted = new Set<string>();
+    const snapshots: { d: string; r: number; t: string; doc: DeviceDoc }[] = [];
 
     for (const event of events) {
       const id = event.data.id;
@@ -128,6 +142,7 @@ export const devicesProjection: Projection = {
       }
       row.doc = evolveDoc(row.doc, event);
       row.changed = true;
+      if (event.revision % SNAPSHOT_EVERY === 0) snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
       if (event.type === 'DeviceReported') {
         for (const [field, value] of historyValues(event.data.path, event.data.payload)) {
           history.device.push(id);
@@ -168,8 +183,14 @@ export const devicesProjection: Projection = {
         SELECT x->>0, x->>1 FROM jsonb_array_elements(${JSON.stringify(fields)}::jsonb) AS x
         ON CONFLICT DO NOTHING`.execute(tx);
     }
+    if (snapshots.length) {
+      await sql`INSERT INTO device_snapshots (device_id, revision, time, doc)
+        SELECT d, r, t, doc FROM jsonb_to_recordset(${JSON.stringify(snapshots)}::jsonb) AS x(d text, r bigint, t text, doc jsonb)
+        ON CONFLICT DO NOTHING`.execute(tx);
+    }
     if (deleted.size) {
       const gone = [...deleted];
+      await sql`DELETE FROM device_snapshots WHERE device_id = ANY(${gone}::text[])`.execute(tx);
       await sql`DELETE FROM device_history WHERE device_id = ANY(${gone}::text[])`.execute(tx);
       await sql`DELETE FROM device_history_fields WHERE device_id = ANY(${gone}::text[])`.execute(tx);
       await sql`DELETE FROM devices WHERE id = ANY(${gone}::text[])`.execute(tx);

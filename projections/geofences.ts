@@ -2,7 +2,7 @@ import { sql, type Transaction } from 'kysely';
 import type { Database } from './database.js';
 import type { Projection } from './runner.js';
 import type { RecordedEvent } from '../domain/shared/events.js';
-import type { GeofenceEvent } from '../domain/geofences/geofence.js';
+import { geofenceDecider, type ActiveGeofence, type GeofenceEvent } from '../domain/geofences/geofence.js';
 import type { DeviceEvent } from '../domain/devices/device.js';
 import type { Polygon } from '../domain/geofences/fence.js';
 
@@ -36,7 +36,7 @@ export const geometryOf = (fence: Polygon) => sql`ST_SetSRID(ST_GeomFromGeoJSON(
 const EVENTS = new Set(['GeofenceCreated', 'GeofenceReplaced', 'GeofenceDeleted']);
 
 /**
- * Geofences, guarded by stream revision, and the presence of assets inside
+ * Geofences, folded with the decider's `evolve` and guarded by stream revision, and the presence of assets inside
  * trackers' fences, replaced whole from each tracker's `assetList`; applying a
  * batch again ends in the same rows.
  */
@@ -78,30 +78,34 @@ async function applyAssetList(tx: Transaction<Database>, event: RecordedEvent & 
   if (ids.length) await tx.insertInto('geofence_presence').values(ids.map((asset_id) => ({ tracker_id: tracker, asset_id }))).execute();
 }
 
+/** The row as the state the decider folds, so the read model and time travel agree on every field. */
+export function stateOfRow(row: Pick<GeofencesTable, 'id' | 'fence' | 'ref' | 'ref_type' | 'created_by' | 'created_at' | 'updated_at'>): ActiveGeofence {
+  return {
+    status: 'active',
+    id: row.id,
+    fence: row.fence,
+    ref: row.ref,
+    refType: row.ref_type as ActiveGeofence['refType'],
+    createdBy: row.created_by,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+/** One event folded into its fence's row with the decider's own `evolve`, guarded by the stream revision. */
 async function applyEvent(tx: Transaction<Database>, event: RecordedEvent & GeofenceEvent): Promise<void> {
   const id = event.data.id;
-  const at = new Date(event.data.at);
-  switch (event.type) {
-    case 'GeofenceCreated': {
-      const d = event.data;
-      await sql`INSERT INTO geofences (id, fence, geom, ref, ref_type, created_by, revision, created_at, updated_at)
-        VALUES (${id}, ${JSON.stringify(d.fence)}::jsonb, ${geometryOf(d.fence)}, ${d.ref}, ${d.refType}, ${d.createdBy}, ${event.revision}, ${at}, ${at})
-        ON CONFLICT (id) DO NOTHING`.execute(tx);
-      return;
-    }
-    case 'GeofenceReplaced': {
-      const d = event.data;
-      await sql`UPDATE geofences SET fence = ${JSON.stringify(d.fence)}::jsonb, geom = ${geometryOf(d.fence)}, ref = ${d.ref}, ref_type = ${d.refType},
-          revision = ${event.revision}, updated_at = ${at}
-        WHERE id = ${id} AND revision < ${event.revision}`.execute(tx);
-      return;
-    }
-    case 'GeofenceDeleted':
-      await tx.deleteFrom('geofences').where('id', '=', id).execute();
-      return;
-    default: {
-      const _: never = event;
-      return _;
-    }
+  const row = await tx.selectFrom('geofences').select(['id', 'fence', 'ref', 'ref_type', 'created_by', 'created_at', 'updated_at', 'revision']).where('id', '=', id).forUpdate().executeTakeFirst();
+  if (row && event.revision <= row.revision) return;
+  // No row for a later event: the fence was deleted, and a repeat of its creation is already behind it.
+  if (!row && event.revision > 0) return;
+  const state = geofenceDecider.evolve(row ? stateOfRow(row) : geofenceDecider.initialState(), event);
+  if (state.status !== 'active') {
+    await tx.deleteFrom('geofences').where('id', '=', id).execute();
+    return;
   }
+  const values = sql`${JSON.stringify(state.fence)}::jsonb, ${geometryOf(state.fence)}, ${state.ref}, ${state.refType}, ${state.createdBy}, ${event.revision}, ${new Date(state.createdAt)}, ${new Date(state.updatedAt)}`;
+  await sql`INSERT INTO geofences (id, fence, geom, ref, ref_type, created_by, revision, created_at, updated_at) VALUES (${id}, ${values})
+    ON CONFLICT (id) DO UPDATE SET fence = EXCLUDED.fence, geom = EXCLUDED.geom, ref = EXCLUDED.ref, ref_type = EXCLUDED.ref_type,
+      revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at`.execute(tx);
 }

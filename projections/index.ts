@@ -11,6 +11,7 @@ import { channelsProjection } from './channels.js';
 import { logsProjection } from './logs.js';
 import { translatorsProjection } from './translators.js';
 import { commandsProjection } from './commands.js';
+import { auditProjection } from './audit.js';
 import { rulesProjection } from './rules.js';
 import { locationsProjection } from './locations.js';
 import { organizationsProjection } from './organizations.js';
@@ -18,4 +19,4 @@ import { appsProjection } from './apps.js';
 import { calculationsProjection } from './calculations.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection, rulesProjection, locationsProjection, organizationsProjection, appsProjection, calculationsProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection, rulesProjection, locationsProjection, organizationsProjection, appsProjection, calculationsProjection, auditProjection];

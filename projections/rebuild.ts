@@ -13,6 +13,7 @@ import { migrateToLatest } from '../migrations/index.js';
 import { createPostgresStore } from '../domain/eventstore/postgres.js';
 import { createEsdbStore } from '../domain/eventstore/esdb.js';
 import type { EventStore } from '../domain/eventstore/port.js';
+import { versioned } from '../domain/eventstore/versioned.js';
 import { ProjectionRunner } from './runner.js';
 import { allProjections } from './index.js';
 import type { Database } from './database.js';
@@ -42,7 +43,7 @@ if (isMain()) {
   const pool = new pg.Pool({ connectionString: database.url });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   await migrateToLatest(db);
-  const store = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+  const store = versioned(config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool));
   const started = Date.now();
   await rebuild(store, db, log);
   log.info({ ms: Date.now() - started }, 'read models rebuilt');

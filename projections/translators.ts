@@ -49,7 +49,7 @@ export const translatorsProjection: Projection = {
           await sql`INSERT INTO translators (id, name, version, major, minor, patch, prerelease, api_version, description, match, device_model_name, parameters, spec, code, field_map, unmapped, examples, created_by, created_at)
             VALUES (${d.id}, ${d.name}, ${d.version}, ${v.major}, ${v.minor}, ${v.patch}, ${v.pre.length > 0}, ${d.apiVersion}, ${d.description},
               ${JSON.stringify(d.match)}::jsonb, ${model}, ${JSON.stringify(d.parameters)}::jsonb, ${JSON.stringify(d.spec)}::jsonb, ${d.code},
-              ${JSON.stringify(d.fieldMap ?? {})}::jsonb, ${d.unmapped ?? 'reject'}, ${JSON.stringify(d.examples ?? [])}::jsonb, ${d.createdBy}, ${d.at})
+              ${JSON.stringify(d.fieldMap)}::jsonb, ${d.unmapped}, ${JSON.stringify(d.examples)}::jsonb, ${d.createdBy}, ${d.at})
             ON CONFLICT (id) DO NOTHING`.execute(tx);
           break;
         }

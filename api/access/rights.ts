@@ -4,7 +4,11 @@ import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { requireAccess, scopesOn } from '../access.js';
 import { isAdmin } from '../auth/principal.js';
-import { accessDecider, accessStream, canonicalSubjectType, checkSubject, type SubjectType, type SubjectTypeInput } from '../../domain/access/rights.js';
+import { RIGHTS_EVENTS, accessDecider, accessStream, canonicalSubjectType, checkSubject, evolveRights, type Rights, type SubjectType, type SubjectTypeInput } from '../../domain/access/rights.js';
+import { logStream } from '../../domain/logs/logEntry.js';
+import { readMatching } from '../../domain/eventstore/filter.js';
+import { revisions } from '../../domain/audit/history.js';
+import type { RecordedEvent } from '../../domain/shared/events.js';
 import { satisfies, type Scope } from '../../domain/access/scopes.js';
 import { NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import type { AccessRightsTable } from '../../projections/access.js';
@@ -97,6 +101,29 @@ export function accessRightRoutes(deps: Deps): Router {
     const id = req.params.id as string;
     const held = await requireAccess(deps, principalOf(req), id, 'read');
     res.json({ resourceId: id, scope: [...held].sort() });
+  });
+
+  router.get('/api/access-rights/resource/:id/revisions', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'admin');
+    // The resource's own stream and its access stream: every event there that gives or takes rights on it, in global order.
+    const streams = await deps.db.selectFrom('audit_streams').select('stream_id').where('resource_id', '=', id).execute();
+    const streamIds = [...new Set([accessStream(id), ...streams.map((s) => s.stream_id).filter((s) => s.endsWith(`-${id}`) && !s.startsWith(logStream('')))])];
+    const events = async function* () {
+      let after = null;
+      for (;;) {
+        const page = await readMatching(deps.store, { streamIds, types: RIGHTS_EVENTS }, { after, limit: 1000 });
+        yield* page;
+        if (page.length < 1000) return;
+        after = page[page.length - 1]!.position;
+      }
+    };
+    const fold = {
+      initial: (): Rights => ({}),
+      evolve: (rights: Rights, event: RecordedEvent) => evolveRights(id, rights, event),
+      view: (rights: Rights) => Object.fromEntries(Object.entries(rights).map(([key, r]) => [key, { scope: r.scope }])),
+    };
+    res.json(await revisions(events(), fold));
   });
 
   router.get('/api/access-rights/resource/:id', async (req, res) => {

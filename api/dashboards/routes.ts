@@ -6,7 +6,8 @@ import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
 import { loadOpenApi } from '../openapi.js';
 import { compileTemplateRules, type TemplateRules } from './rules.js';
-import { fullView, placesView, widgetView } from './view.js';
+import { fullView, placesView, storedView, widgetView } from './view.js';
+import { resourceAt, resourceRevisions, timeOf } from '../history.js';
 import {
   HEADER_FIELDS,
   checkPlace,
@@ -177,6 +178,15 @@ export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTempla
 
   router.get('/api/dashboards/:dashboardId', async (req, res) => {
     const id = req.params.dashboardId!;
+    const at = timeOf(req);
+    if (at !== undefined) {
+      // Time travel: the dashboard folded from its events up to `at`, shown as the live read shows it; rights as they are now.
+      await requireAccess(deps, principalOf(req), id, 'read', 'Dashboard not found');
+      const { state } = await resourceAt(deps, dashboardStream(id), dashboardDecider, at);
+      if (state.status !== 'active') throw new NotFoundError('Dashboard not found');
+      res.json(fullView(state, rules));
+      return;
+    }
     const known = rendered.get(id);
     // One query: the object check (a dashboard the caller cannot read is as missing as one that does not
     // exist) and the row, whose widgets are only fetched when the revision is not the one already rendered.
@@ -195,6 +205,12 @@ export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTempla
     }
     res.setHeader('ETag', `"${row.revision}"`);
     res.type('application/json').send(body);
+  });
+
+  router.get('/api/dashboards/:dashboardId/revisions', async (req, res) => {
+    const id = req.params.dashboardId!;
+    await requireAccess(deps, principalOf(req), id, 'read', 'Dashboard not found');
+    res.json(await resourceRevisions(deps, dashboardStream(id), dashboardDecider, (s) => (s.status === 'active' ? storedView(s) : undefined)));
   });
 
   router.patch('/api/dashboards/:dashboardId', async (req, res) => {

@@ -67,3 +67,6 @@ export const fullView = (d: ActiveDashboard, rules: TemplateRules): DashboardVie
 
 /** The POST and PATCH shape: widgets with their place only. */
 export const placesView = (d: ActiveDashboard): DashboardView<WidgetPlaceView> => header(d, d.widgets.map(place));
+
+/** The dashboard as stored, for its revisions: every widget's place, template and settings, without today's rule checks. */
+export const storedView = (d: ActiveDashboard): DashboardView<Omit<Widget, 'id'> & { _id: string }> => header(d, d.widgets.map(({ id, ...w }) => ({ _id: id, ...w })));

@@ -11,7 +11,10 @@ import { satisfies, type Scope } from '../../domain/access/scopes.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
-import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
+import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc, type DeviceEvent, type DeviceState, type DocState, evolveDocState } from '../../domain/devices/device.js';
+import { resourceRevisions, timeOf } from '../history.js';
+import { stateAt } from '../../domain/audit/history.js';
+import type { RecordedEvent } from '../../domain/shared/events.js';
 import type { Ingest } from '../../ingest/index.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { statsRoutes } from './stats.js';
@@ -72,6 +75,25 @@ async function checkConnectorReference(deps: Deps, principal: Principal, value: 
   const exists = await deps.db.selectFrom('connectors').select('id').where('id', '=', id).executeTakeFirst();
   if (!exists) return;
   await requireReference(deps, principal, id, 'write', ValidationError.field('connector', 'must be a connector you may write'));
+}
+
+/**
+ * The device's document at `at`: from its latest snapshot stamped by then
+ * (`device_snapshots`, every few hundred events), the events after it folded
+ * as the read model folds them.
+ */
+export async function deviceAt(deps: Deps, id: string, at: string): Promise<DocState> {
+  const snapshot = await deps.db
+    .selectFrom('device_snapshots')
+    .select(['revision', 'doc'])
+    .where('device_id', '=', id)
+    .where('time', '<=', at)
+    .orderBy('revision', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  const fold = { initial: (): DocState => ({ status: 'none' }), evolve: (s: DocState, e: RecordedEvent) => evolveDocState(s, e as unknown as DeviceEvent) };
+  const from = snapshot ? { state: { status: 'active', doc: snapshot.doc } as DocState, revision: snapshot.revision } : undefined;
+  return (await stateAt(deps.store, deviceStream(id), fold, at, from)).state;
 }
 
 export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
@@ -172,7 +194,23 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
   router.get('/api/iotnodes/:id', async (req, res) => {
     const id = req.params.id as string;
     await requireAccess(deps, principalOf(req), id, 'read', DEVICE_NOT_FOUND);
-    res.json(await loadDevice(deps, id));
+    const at = timeOf(req);
+    if (at === undefined) {
+      res.json(await loadDevice(deps, id));
+      return;
+    }
+    // Time travel: the device folded from its events up to `at` (the same `evolveDoc` as the read model); rights as they are now.
+    const state = await deviceAt(deps, id, at);
+    if (state.status !== 'active') throw new NotFoundError(DEVICE_NOT_FOUND);
+    res.json(presentDevice(id, state.doc));
+  });
+
+  router.get('/api/iotnodes/:id/revisions', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', DEVICE_NOT_FOUND);
+    // The device's own reports are telemetry (history and stats keep them); every other change is a revision.
+    const view = (s: DeviceState) => (s.status === 'active' ? { ...presentDevice(id, s.doc), claimedBy: s.claimedBy } : undefined);
+    res.json(await resourceRevisions(deps, deviceStream(id), deviceDecider, view, (e) => e.type !== 'DeviceReported'));
   });
 
   router.put('/api/iotnodes/:id', async (req, res) => {

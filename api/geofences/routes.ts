@@ -5,7 +5,9 @@ import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
 import type { Principal } from '../auth/principal.js';
 import { checkFenceGeometry } from './postgis.js';
-import { GEOFENCE_NOT_FOUND, geofenceDecider, geofenceFields, geofenceStream, type GeofenceFields } from '../../domain/geofences/geofence.js';
+import { GEOFENCE_NOT_FOUND, geofenceDecider, geofenceFields, geofenceStream, presentGeofence, type GeofenceFields } from '../../domain/geofences/geofence.js';
+import { stateOfRow } from '../../projections/geofences.js';
+import { resourceAt, resourceRevisions, timeOf } from '../history.js';
 import type { Polygon } from '../../domain/geofences/fence.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
@@ -16,15 +18,7 @@ type Row = Pick<GeofencesTable, 'id' | 'fence' | 'ref' | 'ref_type' | 'created_b
 
 const COLUMNS = ['id', 'fence', 'ref', 'ref_type', 'created_by', 'created_at', 'updated_at'] as const;
 
-const toGeofence = (row: Row) => ({
-  _id: row.id,
-  fence: row.fence,
-  ref: row.ref,
-  refType: row.ref_type,
-  createdBy: row.created_by,
-  createdAt: row.created_at.toISOString(),
-  updatedAt: row.updated_at.toISOString(),
-});
+const toGeofence = (row: Row) => presentGeofence(stateOfRow(row));
 
 /**
  * The stored fence, and with a `reader` only if that caller may read it: the
@@ -85,7 +79,22 @@ export function geofenceRoutes(deps: Deps): Router {
   });
 
   router.get('/api/geofences/:id', async (req, res) => {
-    res.json(toGeofence(await selectGeofence(deps, req.params.id as string, principalOf(req))));
+    const id = req.params.id as string;
+    const at = timeOf(req);
+    if (at === undefined) {
+      res.json(toGeofence(await selectGeofence(deps, id, principalOf(req))));
+      return;
+    }
+    await requireAccess(deps, principalOf(req), id, 'read', GEOFENCE_NOT_FOUND);
+    const { state } = await resourceAt(deps, geofenceStream(id), geofenceDecider, at);
+    if (state.status !== 'active') throw new NotFoundError(GEOFENCE_NOT_FOUND);
+    res.json(presentGeofence(state));
+  });
+
+  router.get('/api/geofences/:id/revisions', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', GEOFENCE_NOT_FOUND);
+    res.json(await resourceRevisions(deps, geofenceStream(id), geofenceDecider, (s) => (s.status === 'active' ? presentGeofence(s) : undefined)));
   });
 
   router.put('/api/geofences/:id', async (req, res) => {

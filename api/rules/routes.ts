@@ -12,10 +12,11 @@ import { newResourceId } from '../../domain/shared/ids.js';
 import { satisfies } from '../../domain/access/scopes.js';
 import { clientFields, PROTECTED_FROM_REPORTS } from '../../domain/devices/device.js';
 import { COMMANDS, isIntegration } from '../../domain/integrations/catalog.js';
-import { RULE_NOT_FOUND, checkDefinition, referencesOf, ruleDecider, ruleStream, type RuleDefinition, type RuleNode } from '../../domain/rules/rule.js';
+import { RULE_NOT_FOUND, checkDefinition, referencesOf, ruleDecider, ruleStream, type RuleDefinition, type RuleNode, type RuleState } from '../../domain/rules/rule.js';
 import { conditionDevices, decideStart, runDecider, runStream } from '../../domain/rules/run.js';
 import type { RulesTable } from '../../projections/rules.js';
 import type { Registry } from '../../ingest/registry.js';
+import { resourceRevisions } from '../history.js';
 import { deviceViews } from '../../reactors/rules/views.js';
 
 const TRIGGER_SCHEMAS: Record<string, string> = { button: 'RuleButtonTrigger', device: 'RuleDeviceTrigger', schedule: 'RuleScheduleTrigger', geofence: 'RuleGeofenceTrigger' };
@@ -119,6 +120,13 @@ export function ruleRoutes(deps: Deps, openapi: OpenApiDocument, registry: Regis
     const id = req.params.id as string;
     await requireAccess(deps, principalOf(req), id, 'read', RULE_NOT_FOUND);
     res.json(presentRule(await load(id)));
+  });
+
+  router.get('/api/rules-v2/:id/revisions', async (req, res) => {
+    const id = req.params.id as string;
+    await requireAccess(deps, principalOf(req), id, 'read', RULE_NOT_FOUND);
+    const view = (s: RuleState) => (s.status === 'active' ? { name: s.name, definition: s.definition, owner: s.createdBy } : undefined);
+    res.json(await resourceRevisions(deps, ruleStream(id), ruleDecider, view));
   });
 
   router.put('/api/rules-v2/:id', async (req, res) => {

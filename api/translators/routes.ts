@@ -11,8 +11,12 @@ import {
   defaultParameters,
   translatorDecider,
   translatorStream,
+  type TranslatorDoc,
+  type TranslatorEvent,
   type TranslatorFields,
 } from '../../domain/translators/translator.js';
+import type { RecordedEvent } from '../../domain/shared/events.js';
+import { revisions, streamEvents } from '../../domain/audit/history.js';
 import { downlinkExamples, proposeTranslator, uplinkExamples, type ReviewNote } from '../../domain/translators/proposal.js';
 import { parseSemver } from '../../domain/translators/semver.js';
 import { exampleInputProblem, exampleUplink, firstDifference, isTranslatorError, type Entries, type ExampleInput, type Sandbox } from '../../sandbox/index.js';
@@ -46,6 +50,32 @@ const present = (row: TranslatorsTable, one: boolean) => ({
   createdBy: row.created_by,
   createdAt: row.created_at.toISOString(),
 });
+
+/** An uploaded version as the read model would hold it, for showing it as `GET` does. */
+const rowOf = (d: TranslatorDoc): TranslatorsTable => {
+  const v = parseSemver(d.version);
+  return {
+    id: d.id,
+    name: d.name,
+    version: d.version,
+    major: v?.major ?? 0,
+    minor: v?.minor ?? 0,
+    patch: v?.patch ?? 0,
+    prerelease: (v?.pre.length ?? 0) > 0,
+    api_version: d.apiVersion,
+    description: d.description,
+    match: d.match,
+    device_model_name: typeof d.match.deviceModelName === 'string' ? d.match.deviceModelName : null,
+    parameters: d.parameters,
+    spec: d.spec,
+    code: d.code,
+    field_map: d.fieldMap,
+    unmapped: d.unmapped,
+    examples: d.examples,
+    created_by: d.createdBy,
+    created_at: new Date(d.at),
+  };
+};
 
 function checkSize(code: string): void {
   if (Buffer.byteLength(code, 'utf8') > MAX_CODE_BYTES) {
@@ -168,6 +198,27 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
     const row = await deps.db.selectFrom('translators').selectAll().where('id', '=', req.params.id as string).executeTakeFirst();
     if (!row) throw new NotFoundError(TRANSLATOR_NOT_FOUND);
     res.json(present(row, true));
+  });
+
+  /** The uploads and deletions of every version of this version's name, each version compared as `GET` shows it. */
+  router.get('/api/translators/:id/revisions', async (req, res) => {
+    const row = await deps.db.selectFrom('translators').select('name').where('id', '=', req.params.id as string).executeTakeFirst();
+    if (!row) throw new NotFoundError(TRANSLATOR_NOT_FOUND);
+    type Versions = Record<string, ReturnType<typeof present>>;
+    const fold = {
+      initial: (): Versions => ({}),
+      evolve(versions: Versions, event: RecordedEvent): Versions {
+        const e = event as RecordedEvent & TranslatorEvent;
+        if (e.type === 'TranslatorUploaded') return { ...versions, [e.data.version]: present(rowOf(e.data), true) };
+        if (e.type === 'TranslatorDeleted') {
+          const { [e.data.version]: _gone, ...rest } = versions;
+          return rest;
+        }
+        return versions;
+      },
+      view: (versions: Versions) => ({ versions }),
+    };
+    res.json(await revisions(streamEvents(deps.store, translatorStream(row.name)), fold));
   });
 
   /** The devices the caller can read whose preferences or model name resolve to this version. */

@@ -1,7 +1,9 @@
 import type { Decider } from '../shared/decider.js';
 import { ValidationError } from '../shared/errors.js';
 import { isResourceId, isUuid } from '../shared/ids.js';
-import { SCOPES, type Scope } from './scopes.js';
+import { CREATOR_SCOPE, SCOPES, type Scope } from './scopes.js';
+import { OWNED_RESOURCES } from './resources.js';
+import type { DomainEvent } from '../shared/events.js';
 
 /**
  * Access rights on one resource, as records `{resourceType, resourceId,
@@ -76,3 +78,48 @@ export const accessDecider: Decider<AccessCommand, AccessState, AccessEvent> = {
   },
   evolve: (state) => state,
 };
+
+/** The rights on one resource, by subject (`user:<uuid>`, `group:<id>`, `orgUnit:<name>`). */
+export type Rights = Record<string, { subjectType: SubjectType; subjectId: string; scope: Scope[] }>;
+
+const CREATED = new Set(OWNED_RESOURCES.map((r) => r.created));
+const DELETED = new Set(OWNED_RESOURCES.map((r) => r.deleted));
+
+/** The event types that change the rights on a resource, on its own stream or its access stream. */
+export const RIGHTS_EVENTS = ['AccessGranted', 'AccessRevoked', 'DeviceClaimed', ...CREATED, ...DELETED];
+
+/**
+ * The rights on `resourceId` after an event, as the access read model applies
+ * them: a grant replaces the subject's scope, a revoke removes scopes (and the
+ * record once none is left), a creation gives its creator every scope, a
+ * claim gives its grants, a deletion removes them all. The removal of a
+ * deleted user's or usergroup's rights everywhere is not on the resource's
+ * streams, so it is not folded here.
+ */
+export function evolveRights(resourceId: string, rights: Rights, event: DomainEvent): Rights {
+  const data = event.data as { id?: unknown; resourceId?: unknown; createdBy?: unknown };
+  const set = (next: Rights, subjectType: SubjectType, subjectId: string, scope: Scope[]) => {
+    next[`${subjectType}:${subjectId}`] = { subjectType, subjectId, scope: [...scope] };
+    return next;
+  };
+  if (event.type === 'AccessGranted' || event.type === 'AccessRevoked') {
+    const d = event.data as AccessRecord;
+    if (d.resourceId !== resourceId) return rights;
+    const key = `${d.subjectType}:${d.subjectId}`;
+    if (event.type === 'AccessGranted') return set({ ...rights }, d.subjectType, d.subjectId, d.scope);
+    const held = rights[key];
+    if (!held) return rights;
+    const scope = held.scope.filter((s) => !d.scope.includes(s));
+    const { [key]: _gone, ...rest } = rights;
+    return scope.length ? set(rest, d.subjectType, d.subjectId, scope) : rest;
+  }
+  if (data.id !== resourceId) return rights;
+  if (CREATED.has(event.type)) return typeof data.createdBy === 'string' ? set({ ...rights }, 'user', data.createdBy, CREATOR_SCOPE) : rights;
+  if (DELETED.has(event.type)) return {};
+  if (event.type === 'DeviceClaimed') {
+    let next = { ...rights };
+    for (const g of (event.data as { grants: { subjectType: SubjectType; subjectId: string; scope: Scope[] }[] }).grants) next = set(next, g.subjectType, g.subjectId, g.scope);
+    return next;
+  }
+  return rights;
+}

@@ -32,6 +32,7 @@ export const RESOURCE_TYPES = [
   'location',
   'organization',
   'app',
+  'audit',
 ] as const;
 export type ResourceType = (typeof RESOURCE_TYPES)[number];
 

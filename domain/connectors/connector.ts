@@ -1,4 +1,5 @@
 import type { Decider } from '../shared/decider.js';
+import type { EventSchemas } from '../eventstore/schemas.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { INTEGRATIONS, isIntegration, type IntegrationName } from '../integrations/catalog.js';
 
@@ -36,6 +37,17 @@ export type ConnectorEvent =
   | { type: 'ConnectorStatusChanged'; data: { id: string; status: 'ok' | 'failing'; error?: string; at: string } }
   | { type: 'ConnectorDeleted'; data: { id: string; at: string } }
   | { type: 'DownlinkQueued'; data: { id: string; topic: string; message: string; at: string } };
+
+/**
+ * Schema versions of connector events (see `domain/eventstore/schemas.ts`).
+ * `DownlinkQueued` is retired: a Generic connector's downlink of earlier
+ * releases, published by a reactor those releases had. Commands have their
+ * own streams now (`domain/commands`); these events stay readable in the
+ * audit log, and no read model applies them.
+ */
+export const connectorSchemas: EventSchemas = {
+  DownlinkQueued: { version: 1, upcast: {}, retired: 'a Generic downlink of earlier releases; commands are on their own streams now, and no read model applies it' },
+};
 
 export type ConnectorCommand =
   | { type: 'CreateConnector'; id: string; createdBy: string; body: ConnectorDoc; webhookSecretHash?: string; at: string }

@@ -1,4 +1,5 @@
 import type { Decider } from '../shared/decider.js';
+import type { EventSchemas } from '../eventstore/schemas.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { isResourceId } from '../shared/ids.js';
 import { SCOPES, type Scope } from '../access/scopes.js';
@@ -30,10 +31,10 @@ export type DeviceEvent =
       /**
        * `grants`: the access rights the claim gives on the device (the
        * credentials set's rights passing to it, and the claimer's own), applied
-       * by the access projection; absent on claims stored before grants rode
-       * on the event. `username` names the claimer in the device's log.
+       * by the access projection. `username` names the claimer in the device's
+       * log; claims of version 1 do not carry it.
        */
-      data: { id: string; userId: string; username?: string; credentialsSetId: string | null; grants?: ClaimGrant[]; at: string };
+      data: { id: string; userId: string; username?: string; credentialsSetId: string | null; grants: ClaimGrant[]; at: string };
     }
   | { type: 'DeviceDeleted'; data: { id: string; at: string } };
 
@@ -43,6 +44,17 @@ export interface ClaimGrant {
   subjectId: string;
   scope: Scope[];
 }
+
+/**
+ * Schema versions of device events (see `domain/eventstore/schemas.ts`).
+ * `DeviceClaimed` 2 carries the rights the claim gives (`grants`). Claims of
+ * version 1 carried none: their rights were stored as `AccessGranted` events
+ * on the device's access stream, in the same request, so they upcast to no
+ * grants and replay gives the same rights.
+ */
+export const deviceSchemas: EventSchemas = {
+  DeviceClaimed: { version: 2, upcast: { 1: (data) => ({ ...data, grants: Array.isArray(data.grants) ? data.grants : [] }) } },
+};
 
 export type DeviceCommand =
   | { type: 'RegisterDevice'; id: string; createdBy: string; fields: DeviceDoc; at: string }
@@ -253,6 +265,17 @@ export function evolveDoc(doc: DeviceDoc, event: DeviceEvent): DeviceDoc {
       return _;
     }
   }
+}
+
+/** A device's document through its life, as the devices read model holds it. */
+export type DocState = { status: 'none' | 'deleted' } | { status: 'active'; doc: DeviceDoc };
+
+/** The read model's fold of one device: registered once, then `evolveDoc` on every event until it is deleted. */
+export function evolveDocState(state: DocState, event: DeviceEvent): DocState {
+  if (event.type === 'DeviceRegistered') return state.status === 'none' ? { status: 'active', doc: evolveDoc({}, event) } : state;
+  if (state.status !== 'active') return state;
+  if (event.type === 'DeviceDeleted') return { status: 'deleted' };
+  return { status: 'active', doc: evolveDoc(state.doc, event) };
 }
 
 function touched(before: DeviceDoc, after: DeviceDoc, at: string): DeviceDoc {

@@ -32,6 +32,7 @@ export function measuredStore(store: EventStore, metrics: StoreMetrics): EventSt
     readAll: (options) => store.readAll(options),
     subscribe: (options, handler) => store.subscribe(options, handler),
     countAfter: store.countAfter ? (after, cap) => store.countAfter!(after, cap) : undefined,
+    readFiltered: store.readFiltered ? (filter, options) => store.readFiltered!(filter, options) : undefined,
     close: () => store.close(),
   };
 }

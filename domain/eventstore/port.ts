@@ -16,6 +16,21 @@ export interface ReadAllOptions {
   limit: number;
 }
 
+/**
+ * Which events an audit read wants; every given criterion must hold. Times
+ * compare the events' `metadata.time`: `from` inclusive, `to` exclusive.
+ */
+export interface EventFilter {
+  /** Events of any of these streams; an empty list matches nothing. */
+  streamIds?: string[];
+  /** Events of any of these types. */
+  types?: string[];
+  actor?: string;
+  correlationId?: string;
+  from?: string;
+  to?: string;
+}
+
 export interface Subscription {
   /** Stops reading; resolves once the handler in progress, if any, has returned. */
   stop(): Promise<void>;
@@ -68,6 +83,13 @@ export interface EventStore {
    * without reading the events leave it out.
    */
   countAfter?(after: Position | null, cap: number): Promise<number>;
+  /**
+   * Events that match `filter`, in global order, strictly after `after`, at
+   * most `limit`: the audit log's reads, served by the store's own indexes.
+   * Adapters without such indexes leave it out; `readMatching` then scans
+   * `readAll`.
+   */
+  readFiltered?(filter: EventFilter, options: ReadAllOptions): Promise<RecordedEvent[]>;
   /** Catches up from `after`, then follows live. The handler gets batches in global order and is awaited. */
   subscribe(options: SubscribeOptions, handler: (batch: RecordedEvent[]) => Promise<void>): Subscription;
   close(): Promise<void>;

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { ConcurrencyError } from '../shared/errors.js';
 import type { NewEvent, Position, RecordedEvent } from '../shared/events.js';
-import type { AppendResult, EventStore, ExpectedRevision, ReadAllOptions, SubscribeOptions, Subscription } from './port.js';
+import type { AppendResult, EventFilter, EventStore, ExpectedRevision, ReadAllOptions, SubscribeOptions, Subscription } from './port.js';
 
 /**
  * The PostgreSQL event store, in schema `es` of the platform's database
@@ -122,6 +122,30 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     return Number(rows[0]!.n);
   }
 
+  async function readFiltered(filter: EventFilter, { after, limit }: ReadAllOptions): Promise<RecordedEvent[]> {
+    const values: unknown[] = [String(after?.commit ?? 0n), String(after?.prepare ?? 0n), limit];
+    const where: string[] = [];
+    const param = (value: unknown) => `$${values.push(value)}`;
+    // Only the criteria given, so the planner picks the index that fits (stream, correlation id, actor, or the global order).
+    if (filter.streamIds) where.push(`stream_id = ANY(${param(filter.streamIds)}::text[])`);
+    if (filter.types) where.push(`type = ANY(${param(filter.types)}::text[])`);
+    if (filter.actor !== undefined) where.push(`metadata->>'actor' = ${param(filter.actor)}`);
+    if (filter.correlationId !== undefined) where.push(`metadata->>'correlationId' = ${param(filter.correlationId)}`);
+    // Event times are written as UTC ISO 8601 text (\`toISOString\`), so text order is time order.
+    if (filter.from !== undefined) where.push(`metadata->>'time' >= ${param(filter.from)}`);
+    if (filter.to !== undefined) where.push(`metadata->>'time' < ${param(filter.to)}`);
+    const { rows } = await pool.query<EventRow>(
+      `SELECT ${COLUMNS} FROM es.events
+       WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
+         AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+         ${where.map((w) => `AND ${w}`).join(' ')}
+       ORDER BY transaction_id, global_position
+       LIMIT $3`,
+      values,
+    );
+    return rows.map(toRecorded);
+  }
+
   function subscribe(options: SubscribeOptions, handler: (batch: RecordedEvent[]) => Promise<void>): Subscription {
     let position = options.after ?? null;
     let stopped = false;
@@ -176,7 +200,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     };
   }
 
-  return { kind: 'postgres', append, appendMany, readStream, readAll, countAfter, subscribe, close: async () => {} };
+  return { kind: 'postgres', append, appendMany, readStream, readAll, countAfter, readFiltered, subscribe, close: async () => {} };
 }
 
 /** pg hands int8 as a string unless a process-wide type parser turns it into a number. */

@@ -19,7 +19,10 @@ export type GeofenceCommand =
   | { type: 'ReplaceGeofence'; id: string; fields: GeofenceFields; at: string }
   | { type: 'DeleteGeofence'; id: string; at: string };
 
-export type GeofenceState = { status: 'none' | 'deleted' } | ({ status: 'active'; id: string } & GeofenceFields);
+/** A fence as it is: its fields, who created it, and when it was created and last replaced (the events' `at`). */
+export type ActiveGeofence = { status: 'active'; id: string; createdBy: string; createdAt: string; updatedAt: string } & GeofenceFields;
+
+export type GeofenceState = { status: 'none' | 'deleted' } | ActiveGeofence;
 
 export const geofenceStream = (id: string) => `geofence-${id}`;
 
@@ -57,10 +60,14 @@ export const geofenceDecider: Decider<GeofenceCommand, GeofenceState, GeofenceEv
   },
   evolve(state, event) {
     switch (event.type) {
-      case 'GeofenceCreated':
+      case 'GeofenceCreated': {
+        const { id, fence, ref, refType, createdBy, at } = event.data;
+        return { status: 'active', id, fence, ref, refType, createdBy, createdAt: at, updatedAt: at };
+      }
       case 'GeofenceReplaced': {
-        const { id, fence, ref, refType } = event.data;
-        return { status: 'active', id, fence, ref, refType };
+        if (state.status !== 'active') return state;
+        const { fence, ref, refType, at } = event.data;
+        return { ...state, fence, ref, refType, updatedAt: at };
       }
       case 'GeofenceDeleted':
         return { status: 'deleted' };
@@ -71,3 +78,14 @@ export const geofenceDecider: Decider<GeofenceCommand, GeofenceState, GeofenceEv
     }
   },
 };
+
+/** A geofence as clients see it: the one presenter of the live read and of time travel. */
+export const presentGeofence = (g: ActiveGeofence) => ({
+  _id: g.id,
+  fence: g.fence,
+  ref: g.ref,
+  refType: g.refType,
+  createdBy: g.createdBy,
+  createdAt: g.createdAt,
+  updatedAt: g.updatedAt,
+});

@@ -11,6 +11,12 @@ export interface EventMetadata {
   causationId?: string;
   /** ISO 8601. */
   time: string;
+  /**
+   * The version of the data's shape (`domain/eventstore/schemas.ts`): stamped
+   * at append; absent on events stored before versions were recorded, which
+   * are version 1. Events read through the store are upcast to the current one.
+   */
+  schemaVersion?: number;
 }
 
 export interface DomainEvent<T extends string = string, D = unknown> {

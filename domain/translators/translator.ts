@@ -1,4 +1,5 @@
 import type { Decider } from '../shared/decider.js';
+import type { EventSchemas } from '../eventstore/schemas.js';
 import { ConflictError, NotFoundError, ValidationError, type Problem } from '../shared/errors.js';
 import { PROTECTED_FROM_REPORTS, SYSTEM_FIELDS } from '../devices/device.js';
 import {
@@ -60,13 +61,24 @@ export interface TranslatorFields {
 /** An example as stored: with how it came out when its version was uploaded. */
 export type StoredExample = Example & { lastResult: ExampleResult };
 
-/** Versions uploaded before field maps and examples existed carry neither; readers default them. */
-export type TranslatorDoc = Omit<TranslatorFields, 'fieldMap' | 'unmapped' | 'examples'> &
-  Partial<Pick<TranslatorFields, 'fieldMap' | 'unmapped'>> & { examples?: StoredExample[]; id: string; createdBy: string; at: string };
+export type TranslatorDoc = Omit<TranslatorFields, 'examples'> & { examples: StoredExample[]; id: string; createdBy: string; at: string };
 
 export type TranslatorEvent =
   | { type: 'TranslatorUploaded'; data: TranslatorDoc }
   | { type: 'TranslatorDeleted'; data: { id: string; name: string; version: string; at: string } };
+
+/**
+ * Schema versions of translator events (see `domain/eventstore/schemas.ts`).
+ * `TranslatorUploaded` 2 always carries `fieldMap`, `unmapped` and
+ * `examples`; versions uploaded before field maps and examples existed
+ * (version 1) upcast to none of them: an empty map, `reject`, no examples.
+ */
+export const translatorSchemas: EventSchemas = {
+  TranslatorUploaded: {
+    version: 2,
+    upcast: { 1: (data) => ({ ...data, fieldMap: data.fieldMap ?? {}, unmapped: data.unmapped ?? 'reject', examples: data.examples ?? [] }) },
+  },
+};
 
 export type TranslatorCommand =
   /** `exampleResults`: each of `fields.examples` run in the sandbox, in order; all passed. */
@@ -301,7 +313,7 @@ export const translatorDecider: Decider<TranslatorCommand, TranslatorState, Tran
   evolve(state, event) {
     switch (event.type) {
       case 'TranslatorUploaded':
-        return { versions: [...state.versions, { id: event.data.id, version: versionOf(event.data.version), spec: event.data.spec, fieldMap: event.data.fieldMap ?? {} }] };
+        return { versions: [...state.versions, { id: event.data.id, version: versionOf(event.data.version), spec: event.data.spec, fieldMap: event.data.fieldMap }] };
       case 'TranslatorDeleted':
         return { versions: state.versions.filter((v) => v.id !== event.data.id) };
       default: {
