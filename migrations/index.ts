@@ -10,6 +10,7 @@ import * as reactorCheckpoints from './0010_reactor_checkpoints.js';
 import * as commands from './0011_commands.js';
 import * as parkedEvents from './0012_parked_events.js';
 import * as translatorCodecs from './0020_translator_codecs.js';
+import * as leases from './0047_leases.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -27,6 +28,7 @@ export const migrations: Record<string, Migration> = {
   '0011_commands': commands,
   '0012_parked_events': parkedEvents,
   '0020_translator_codecs': translatorCodecs,
+  '0047_leases': leases,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
