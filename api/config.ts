@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+
 /**
  * Configuration, all from the environment, checked at start. A bad value stops
  * the platform with one line naming the variable and what it accepts.
@@ -16,6 +18,10 @@ export interface Config {
   projectionWaitMs: number;
   /** Lifetime of an access token, in seconds. */
   tokenTtlSeconds: number;
+  /** Set: this process is one node of a cluster sharing the database and this Redis (`docs/operations.md`). */
+  redisUrl: string | null;
+  /** This node's name in logs, health and `es.leases`. */
+  nodeName: string;
 }
 
 export class ConfigError extends Error {}
@@ -55,6 +61,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const jwtSecret = text('JWT_SECRET');
   if (jwtSecret !== null && jwtSecret.length < 32) throw new ConfigError('JWT_SECRET must have at least 32 characters');
 
+  const redisUrl = url('REDIS_URL', ['redis', 'rediss']);
+  // The nodes of a cluster share one database and sign tokens that every node accepts.
+  if (redisUrl !== null && text('DATABASE_URL') === null) throw new ConfigError('REDIS_URL needs DATABASE_URL: the nodes of a cluster share one PostgreSQL (the private one under DATA_DIR serves one process)');
+  if (redisUrl !== null && jwtSecret === null) throw new ConfigError('REDIS_URL needs JWT_SECRET: every node of a cluster must accept the tokens the others sign');
+  const nodeName = text('NODE_NAME') ?? `${hostname()}-${process.pid}`;
+  if (!/^[\w.:-]{1,100}$/.test(nodeName)) throw new ConfigError(`NODE_NAME must be 1 to 100 letters, digits, '.', ':', '_' or '-', got '${nodeName}'`);
+
   const logLevel = (text('LOG_LEVEL') ?? 'info') as Config['logLevel'];
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
 
@@ -70,5 +83,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel,
     projectionWaitMs: int('PROJECTION_WAIT_MS', 5000, 1, 600000),
     tokenTtlSeconds: int('TOKEN_TTL_SECONDS', 3600, 60, 30 * 24 * 3600),
+    redisUrl,
+    nodeName,
   };
 }

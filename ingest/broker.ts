@@ -50,6 +50,8 @@ export interface BrokerOptions {
   log: Logger;
   db: Kysely<Database>;
   jwtSecret: string;
+  /** In a cluster: the shared message bus and session persistence (`ingest/cluster.ts`); absent: in memory. */
+  backends?: { mq: unknown; persistence: unknown };
 }
 
 export interface Broker {
@@ -163,6 +165,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     logs.write({ resourceId: setId, resourceType: 'credentialsSet', type: 'warning', priority: 'high', category: 'access', message }, kind);
 
   const aedes = await Aedes.createBroker({
+    ...(options.backends ? { mq: options.backends.mq, persistence: options.backends.persistence } : {}),
     connectTimeout: 10_000,
     maxClientsIdLength: 256,
     preConnect(client, _packet, callback) {
@@ -337,6 +340,8 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   };
   aedes.on('clientError', connectionEnded);
   aedes.on('connectionError', connectionEnded);
+  // A persistence that failed (Redis in a cluster) is reported here; the broker goes on.
+  (aedes as unknown as NodeJS.EventEmitter).on('error', (err: Error) => log.error({ err }, 'MQTT broker: its session store failed'));
 
   const server: NetServer = createServer((socket) => {
     guardPacketSize(socket);

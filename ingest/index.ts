@@ -40,7 +40,7 @@ export interface Ingest {
    * cannot be stored now.
    */
   external(m: { connectorId: string; clientId: string; topic: string; payload: Record<string, unknown>; hash: string; packetId?: number; dup: boolean; receivedAt: string }): Promise<void>;
-  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string }): Promise<Broker>;
+  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string; backends?: { mq: unknown; persistence: unknown } }): Promise<Broker>;
   stop(): Promise<void>;
 }
 
@@ -85,9 +85,9 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
         });
       }),
     broker: null,
-    async start({ mqttPort, httpServer, jwtSecret }) {
+    async start({ mqttPort, httpServer, jwtSecret, backends }) {
       await pipeline.seed();
-      const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret });
+      const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret, ...(backends ? { backends } : {}) });
       ingest.broker = broker;
       purge = setInterval(() => {
         purgeExpiredLogs(db).catch((err) => log.error({ err }, 'purging expired log entries failed'));

@@ -68,6 +68,8 @@ export interface PipelineOptions {
   maxBatch?: number;
   /** Decodes raw uplinks (`encodedData`) with the device's translators before the report becomes an event. */
   decoder?: Decoder;
+  /** In a cluster: the redelivery memory of every node (`ingest/cluster.ts`), asked for keys this node does not remember. */
+  redeliveries?: { get(keys: string[]): Promise<(string | null)[]>; put(entries: { key: string; hash: string }[]): Promise<void> };
 }
 
 /** Recently stored QoS > 0 messages kept for recognising redeliveries. */
@@ -127,8 +129,10 @@ export class IngestPipeline {
     this.lingerMs = options.lingerMs ?? 4;
     this.maxBatch = options.maxBatch ?? 2000;
     this.decoder = options.decoder ?? null;
+    this.redeliveries = options.redeliveries ?? null;
   }
   private readonly decoder: Decoder | null;
+  private readonly redeliveries: PipelineOptions['redeliveries'] | null;
 
   /**
    * Fills the redelivery memory from the latest stored reports, so a message
@@ -194,6 +198,7 @@ export class IngestPipeline {
   private async flush(): Promise<void> {
     const batch = this.pending.splice(0, this.maxBatch);
     if (batch.length === 0) return;
+    if (this.redeliveries) await this.recall(batch);
     const units: Unit[] = [];
     const answered: IngestMessage[] = [];
     for (const m of batch) {
@@ -227,6 +232,8 @@ export class IngestPipeline {
     }
     for (const u of outcome.refused) this.refuse(u.message, 'the database refused its content');
     for (const u of outcome.stored) if (u.message.dedup) this.stored.set(u.message.dedup.key, { hash: u.message.dedup.hash, conn: u.message.conn ?? null });
+    // Before the PUBACKs: a publisher that reconnects to another node and sends again must find them.
+    if (this.redeliveries) await this.redeliveries.put(outcome.stored.flatMap((u) => (u.message.dedup ? [{ key: u.message.dedup.key, hash: u.message.dedup.hash }] : [])));
     for (const u of outcome.failed) u.message.done(new Error('storing the message failed'));
 
     const acked = [...answered, ...outcome.stored.map((u) => u.message), ...outcome.refused.map((u) => u.message)];
@@ -235,6 +242,16 @@ export class IngestPipeline {
     for (const m of acked) m.done(null);
     // aedes writes the PUBACKs as the callbacks run; they leave together when the connections are uncorked.
     if (conns.size) setTimeout(() => { for (const c of conns) c.uncork(); }, 0);
+  }
+
+  /** Learns from the other nodes which of the batch's keys they stored: as messages of another connection. */
+  private async recall(batch: IngestMessage[]): Promise<void> {
+    const keys = [...new Set(batch.flatMap((m) => (m.dedup && !this.stored.has(m.dedup.key) ? [m.dedup.key] : [])))];
+    const hashes = await this.redeliveries!.get(keys);
+    keys.forEach((key, i) => {
+      const hash = hashes[i];
+      if (hash) this.stored.set(key, { hash, conn: null });
+    });
   }
 
   /** A message that will not be stored, logged on its credentials set; its publisher gets its PUBACK. */
