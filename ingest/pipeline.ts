@@ -72,6 +72,9 @@ export interface PipelineOptions {
   redeliveries?: { get(keys: string[]): Promise<(string | null)[]>; put(entries: { key: string; hash: string }[]): Promise<void> };
 }
 
+/** How many of the latest stored events a node looks through for messages it may have stored before (a restart, another node's crash). */
+const SEED_WINDOW = 100_000;
+
 /** Recently stored QoS > 0 messages kept for recognising redeliveries. */
 const DEDUP_CAPACITY = 200_000;
 
@@ -138,7 +141,7 @@ export class IngestPipeline {
    * Fills the redelivery memory from the latest stored reports, so a message
    * stored just before a crash and sent again after the restart is stored once.
    */
-  async seed(limit = 100_000): Promise<void> {
+  async seed(limit = SEED_WINDOW): Promise<void> {
     if (this.store.kind !== 'postgres') return;
     const { rows } = await sql<{ c: string; a: string }>`SELECT metadata->>'correlationId' AS c, metadata->>'actor' AS a FROM es.events
       WHERE type = 'DeviceReported' ORDER BY global_position DESC LIMIT ${limit}`.execute(this.db);
@@ -244,7 +247,12 @@ export class IngestPipeline {
     if (conns.size) setTimeout(() => { for (const c of conns) c.uncork(); }, 0);
   }
 
-  /** Learns from the other nodes which of the batch's keys they stored: as messages of another connection. */
+  /**
+   * Learns from the other nodes which of the batch's keys they stored: as
+   * messages of another connection. A re-send (DUP) that no node remembers may
+   * come from a node that died between storing it and recording it in Redis:
+   * it is looked for among the latest reports in the store, as at start (`seed`).
+   */
   private async recall(batch: IngestMessage[]): Promise<void> {
     const keys = [...new Set(batch.flatMap((m) => (m.dedup && !this.stored.has(m.dedup.key) ? [m.dedup.key] : [])))];
     const hashes = await this.redeliveries!.get(keys);
@@ -252,6 +260,17 @@ export class IngestPipeline {
       const hash = hashes[i];
       if (hash) this.stored.set(key, { hash, conn: null });
     });
+    const unknown = batch.filter((m) => m.dedup?.redelivery && !this.stored.has(m.dedup.key));
+    if (unknown.length === 0 || this.store.kind !== 'postgres') return;
+    try {
+      const { rows } = await sql<{ c: string }>`SELECT metadata->>'correlationId' AS c FROM es.events
+        WHERE global_position > (SELECT coalesce(max(global_position), 0) - ${SEED_WINDOW} FROM es.events)
+          AND type = 'DeviceReported' AND metadata->>'correlationId' = ANY(${unknown.map((m) => m.correlationId)}::text[])`.execute(this.db);
+      const found = new Set(rows.map((r) => r.c));
+      for (const m of unknown) if (found.has(m.correlationId)) this.stored.set(m.dedup!.key, { hash: m.dedup!.hash, conn: null });
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'looking up re-sent messages in the store failed; they are treated as new');
+    }
   }
 
   /** A message that will not be stored, logged on its credentials set; its publisher gets its PUBACK. */
