@@ -7,14 +7,21 @@ import { ForbiddenError, NotFoundError, type ValidationError } from '../domain/s
 /**
  * The rows of `access_rights` (alias `ar`) that speak for the principal:
  * given to the user, to a usergroup the user is a member of, or to an
- * organization unit named in the user's `attributes.organization`.
+ * organization unit the user belongs to (named in `attributes.organization`)
+ * or any unit above one of those in the tree. The units are found through the
+ * `organization_tree` closure, one index lookup per unit the user names, in a
+ * subquery that does not depend on the row, so PostgreSQL computes it once
+ * per query however many rights it filters.
  */
 function heldBy(principal: Principal): RawBuilder<SqlBool> {
   return sql<SqlBool>`((ar.subject_type = 'user' AND ar.subject_id = ${principal.id})
     OR (ar.subject_type = 'group' AND ar.subject_id IN (SELECT group_id FROM usergroup_members WHERE user_id = ${principal.id}::uuid))
     OR (ar.subject_type = 'orgUnit' AND ar.subject_id IN (
-      SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(u.profile->'attributes'->'organization') = 'array' THEN u.profile->'attributes'->'organization' ELSE '[]'::jsonb END)
-      FROM users u WHERE u.id = ${principal.id}::uuid)))`;
+      SELECT coalesce(t.ancestor_name, n.name)
+      FROM users u
+        CROSS JOIN LATERAL jsonb_array_elements_text(CASE WHEN jsonb_typeof(u.profile->'attributes'->'organization') = 'array' THEN u.profile->'attributes'->'organization' ELSE '[]'::jsonb END) AS n(name)
+        LEFT JOIN organization_tree t ON t.unit_name = n.name
+      WHERE u.id = ${principal.id}::uuid)))`;
 }
 
 /** Every scope the principal holds on a resource, directly, through its usergroups or its organization units. */

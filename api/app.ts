@@ -57,6 +57,7 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   // caller whose role does not allow the method gets 403 `Forbidden`, never a verdict on a body they may not send.
   const auth = authenticate(deps);
   const operationOf = operationMatcher(openapi);
+  app.use(deprecation(operationOf));
   app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
   app.use(authorizeMethod(deps, operationOf));
   app.use(contentEncoding());
@@ -89,3 +90,21 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
 
 /** An operation the document marks `security: []`. */
 const isPublic = (operation: Operation | null): boolean => Array.isArray(operation?.spec.security) && operation.spec.security.length === 0;
+
+/**
+ * Operations the document marks `deprecated` answer with RFC 9745's
+ * `Deprecation` header (the date in `x-deprecated-since`, as `@<epoch
+ * seconds>`) and a `Link` to the reference, whatever the outcome, so a client
+ * learns it from any answer.
+ */
+function deprecation(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
+  return (req, res, next) => {
+    const spec = operationOf(req.method, req.path)?.spec;
+    if (spec?.deprecated === true) {
+      const since = Date.parse(String(spec['x-deprecated-since']));
+      res.setHeader('Deprecation', Number.isFinite(since) ? `@${Math.floor(since / 1000)}` : '@0');
+      res.setHeader('Link', '</api/docs/>; rel="deprecation"; type="text/html"');
+    }
+    next();
+  };
+}

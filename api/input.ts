@@ -46,8 +46,7 @@ export function checkInput(operationOf: (method: string, path: string) => Operat
     const query = jsonProblem(req.query);
     if (query) return next(ValidationError.field(query.path || 'query', query.why));
     // The validator coerces `1e309` to Infinity and lets it pass a `maximum`; a number parameter must be finite first.
-    const parameters = (operationOf(req.method, req.path)?.spec.parameters ?? []) as { name: string; in: string; schema?: { type?: string } }[];
-    for (const p of parameters) {
+    for (const p of operationOf(req.method, req.path)?.parameters ?? []) {
       if (p.in !== 'query' || (p.schema?.type !== 'number' && p.schema?.type !== 'integer')) continue;
       const raw = (req.query as Record<string, unknown>)[p.name];
       if (typeof raw === 'string' && raw.trim() !== '' && !Number.isFinite(Number(raw))) return next(ValidationError.field(p.name, 'must be a finite number'));

@@ -20,6 +20,14 @@ export interface Operation {
   method: string;
   template: string;
   spec: Record<string, unknown>;
+  /** Its parameters and its path's, `$ref`s resolved: what a check of the query or path reads. */
+  parameters: Parameter[];
+}
+
+export interface Parameter {
+  name: string;
+  in: string;
+  schema?: { type?: string } & Record<string, unknown>;
 }
 
 /**
@@ -30,14 +38,19 @@ export interface Operation {
  */
 export function operationMatcher(openapi: OpenApiDocument): (method: string, path: string) => Operation | null {
   const byMethod = new Map<string, { pattern: RegExp; literals: number; operation: Operation }[]>();
+  const shared = (openapi.components.parameters ?? {}) as Record<string, Parameter>;
+  const resolve = (p: Parameter & { $ref?: string }): Parameter => (p.$ref ? shared[p.$ref.split('/').pop()!]! : p);
   for (const [template, item] of Object.entries(openapi.paths)) {
+    const onPath = ((item.parameters ?? []) as Parameter[]).map(resolve);
     const pattern = new RegExp('^' + template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '/?$');
     const literals = template.split('/').filter((s) => s && !s.startsWith('{')).length;
     for (const [method, spec] of Object.entries(item)) {
-      if (typeof spec !== 'object' || spec === null) continue;
+      if (method === 'parameters' || typeof spec !== 'object' || spec === null) continue;
       const key = method.toUpperCase();
+      const own = (((spec as { parameters?: Parameter[] }).parameters ?? []) as Parameter[]).map(resolve);
+      const parameters = [...onPath.filter((p) => !own.some((o) => o.name === p.name && o.in === p.in)), ...own];
       const list = byMethod.get(key) ?? [];
-      list.push({ pattern, literals, operation: { method: key, template, spec: spec as Record<string, unknown> } });
+      list.push({ pattern, literals, operation: { method: key, template, spec: spec as Record<string, unknown>, parameters } });
       byMethod.set(key, list);
     }
   }

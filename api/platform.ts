@@ -49,6 +49,13 @@ import { panelRoutes } from './web.js';
 import { startCluster, type ClusterNode } from './cluster.js';
 import { leaderOnly } from '../domain/eventstore/leases.js';
 import { liveChannelRoutes } from './channels/live.js';
+import { ruleRoutes } from './rules/routes.js';
+import { deviceCommands } from './commands/send.js';
+import { RulesReactor } from '../reactors/rules/index.js';
+import { locationRoutes } from './locations/routes.js';
+import { organizationRoutes } from './organizations/routes.js';
+import { appRoutes } from './apps/routes.js';
+import { appFilterRoutes } from './usergroups/appFilter.js';
 
 export interface Platform {
   deps: Deps;
@@ -137,7 +144,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -175,6 +182,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       }),
       // One connection per connector across the cluster: held by the node that leads `external-brokers`.
       leaderOnly(cluster?.leases ?? null, 'external-brokers', externalBrokers),
+      new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());

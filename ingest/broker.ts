@@ -30,7 +30,7 @@ const CONNECT_RATE = 100;
 const MAX_CONNECTIONS = 20_000;
 
 /** Who a connection logged in as, and the client id it chose. */
-export type Session = { kind: 'user' | 'credentials'; id: string; clientId: string };
+export type Session = { kind: 'user' | 'credentials' | 'app'; id: string; clientId: string };
 
 /**
  * Client ids are scoped to the identity that logs in: the broker keys
@@ -136,13 +136,16 @@ const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest();
 
 /**
  * The embedded MQTT broker (aedes 1.x) with the platform's rules:
- * - logins are a credentials set's username and password, or a user id with a
- *   valid access token as password; nothing else;
+ * - logins are a credentials set's username and password, a user id with a
+ *   valid access token as password, or a client app's id and secret; nothing
+ *   else;
  * - a credentials set publishes only on topics reserved to it and below them;
  *   anything else is refused and closes the connection (MQTT 3.1.1 has no
  *   negative PUBACK); `$SYS/` stays refused;
- * - a consumer subscribes only below `svc/output/v2/<its id>/`, a credentials
- *   set also below `svc/push/v1/<its id>/`; other subscriptions get SUBACK 0x80;
+ * - a consumer (user, app, credentials set) subscribes only below
+ *   `svc/output/v2/<its id>/`, a credentials set also below
+ *   `svc/push/v1/<its id>/`; other subscriptions get SUBACK 0x80; users and
+ *   apps only consume;
  * - an accepted publish goes to the ingest pipeline, and its PUBACK waits
  *   until the pipeline has stored it.
  * aedes hooks are callback style: they are plain functions calling back.
@@ -163,6 +166,23 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
 
   const refuseSet = (setId: string, message: string, kind: string) =>
     logs.write({ resourceId: setId, resourceType: 'credentialsSet', type: 'warning', priority: 'high', category: 'access', message }, kind);
+  const refuseApp = (appId: string, message: string, kind: string) =>
+    logs.write({ resourceId: appId, resourceType: 'app', type: 'warning', priority: 'high', category: 'access', message }, kind);
+
+  /** A login with a secret checked against a stored scrypt hash; a secret that verified once skips scrypt on reconnects. */
+  const checkSecret = (hash: string, secret: string, ok: () => void, wrong: () => void, client: Client, callback: (error: AuthenticateError | null, success: boolean | null) => void) => {
+    const key = `${hash}\u0000${sha256(secret).toString('hex')}`;
+    if (verified.has(key)) return ok();
+    verifyPassword(secret, hash).then((good) => {
+      if (!good) return wrong();
+      if (verified.size > 10_000) verified.clear();
+      verified.add(key);
+      ok();
+    }, (err) => {
+      log.error({ err, clientId: client.id }, 'MQTT password check failed');
+      callback(authError('Server unavailable', 3), false);
+    });
+  };
 
   const aedes = await Aedes.createBroker({
     ...(options.backends ? { mq: options.backends.mq, persistence: options.backends.persistence } : {}),
@@ -219,30 +239,31 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
           });
         return;
       }
+      const app = registry.app(username);
+      if (app) {
+        // A client app: its id and its secret. It consumes its own output topics, as a user does.
+        return checkSecret(app.secretHash, secret, () => {
+          sessions.set(client, { kind: 'app', id: app.id, clientId: client.id });
+          client.id = scopedClientId(app.id, client.id);
+          callback(null, true);
+        }, () => {
+          refuseApp(app.id, `MQTT login refused for app ${app.id}: wrong secret (from ${remoteOf(client)})`, 'wrong secret');
+          callback(authError('Bad username or password', 4), false);
+        }, client, callback);
+      }
       const set = registry.credentialsSetByUsername(username);
       if (!set) {
         log.warn({ username, remote: remoteOf(client) }, 'MQTT login refused: unknown username');
         return callback(authError('Bad username or password', 4), false);
       }
-      const key = `${set.passwordHash}\u0000${sha256(secret).toString('hex')}`;
-      const accept = () => {
+      checkSecret(set.passwordHash, secret, () => {
         sessions.set(client, { kind: 'credentials', id: set.id, clientId: client.id });
         client.id = scopedClientId(set.id, client.id);
         callback(null, true);
-      };
-      if (verified.has(key)) return accept();
-      verifyPassword(secret, set.passwordHash).then((ok) => {
-        if (!ok) {
-          refuseSet(set.id, `MQTT login refused for ${username}: wrong password (from ${remoteOf(client)})`, 'wrong password');
-          return callback(authError('Bad username or password', 4), false);
-        }
-        if (verified.size > 10_000) verified.clear();
-        verified.add(key);
-        accept();
-      }, (err) => {
-        log.error({ err }, 'MQTT password check failed');
-        callback(authError('Server unavailable', 3), false);
-      });
+      }, () => {
+        refuseSet(set.id, `MQTT login refused for ${username}: wrong password (from ${remoteOf(client)})`, 'wrong password');
+        callback(authError('Bad username or password', 4), false);
+      }, client, callback);
     },
 
     authorizeSubscribe(client, sub, callback) {
@@ -253,6 +274,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         return callback(null, sub);
       }
       if (session?.kind === 'credentials') refuseSet(session.id, `MQTT subscription to ${topic} refused: not a topic of this credentials set`, 'subscribe refused');
+      else if (session?.kind === 'app') refuseApp(session.id, `MQTT subscription to ${topic} refused: an app subscribes only below svc/output/v2/${session.id}/`, 'subscribe refused');
       else log.warn({ clientId: client.id, session, topic }, 'MQTT subscription refused');
       callback(null, null);
     },
@@ -261,6 +283,10 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       const topic = packet.topic;
       const session = client ? sessions.get(client) : undefined;
       if (!client || !session) return callback(new Error('publish without a login'));
+      if (session.kind === 'app') {
+        refuseApp(session.id, `MQTT publish on ${topic} refused: apps only consume`, 'publish refused');
+        return callback(refusal('apps may not publish'));
+      }
       if (session.kind !== 'credentials') {
         log.warn({ userId: session.id, topic }, 'MQTT publish refused: users only consume');
         return callback(refusal('users may not publish'));
@@ -343,6 +369,14 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   // A persistence that failed (Redis in a cluster) is reported here; the broker goes on.
   (aedes as unknown as NodeJS.EventEmitter).on('error', (err: Error) => log.error({ err }, 'MQTT broker: its session store failed'));
 
+  // An app deleted, or given a new secret, loses the connections it opened with the old one.
+  const stopRevoking = registry.onAppRevoked((appId) => {
+    for (const client of Object.values((aedes as unknown as { clients: Record<string, Client> }).clients)) {
+      const session = sessions.get(client);
+      if (session?.kind === 'app' && session.id === appId) client.close();
+    }
+  });
+
   const server: NetServer = createServer((socket) => {
     guardPacketSize(socket);
     aedes.handle(socket);
@@ -381,6 +415,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       };
     },
     async close() {
+      stopRevoking();
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
       if (wss) {
         for (const c of wss.clients) c.terminate();

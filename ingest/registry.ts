@@ -9,6 +9,7 @@ import type { ChannelDoc, ChannelEvent, ChannelSecrets, Protocol } from '../doma
 import type { DeviceGroupEvent } from '../domain/devicegroups/deviceGroup.js';
 import type { ConnectorDoc, ConnectorEvent, ConnectorSecrets } from '../domain/connectors/connector.js';
 import type { DeviceDoc } from '../domain/devices/device.js';
+import type { AppEvent } from '../domain/apps/app.js';
 
 export interface ConnectorInfo {
   id: string;
@@ -26,6 +27,12 @@ export interface CredentialsSetInfo {
   username: string;
   passwordHash: string;
   createdBy: string;
+}
+
+/** A client app as the broker checks its login: its id is its username. */
+export interface AppInfo {
+  id: string;
+  secretHash: string;
 }
 
 export interface ReservedTopicInfo {
@@ -47,7 +54,7 @@ export interface Resolved {
   path: string[];
 }
 
-type RegistryEvent = CredentialsSetEvent | ReservedTopicEvent | DeviceEvent | ChannelEvent | DeviceGroupEvent | ConnectorEvent;
+type RegistryEvent = CredentialsSetEvent | ReservedTopicEvent | DeviceEvent | ChannelEvent | DeviceGroupEvent | ConnectorEvent | AppEvent;
 
 const addTo = <K, V>(map: Map<K, Set<V>>, key: K, value: V) => {
   let set = map.get(key);
@@ -84,6 +91,8 @@ export class Registry {
   private byNetworkKey = new Map<string, string>();
   /** Each bound device's `connector`, `devEui` and `networkDeviceId`. */
   private bindings = new Map<string, DeviceDoc>();
+  private apps = new Map<string, AppInfo>();
+  private appRevoked = new Set<(appId: string) => void>();
 
   async load(db: Kysely<Database>): Promise<void> {
     for (const r of await db.selectFrom('connectors').select(['id', 'doc', 'secrets', 'created_by']).execute()) {
@@ -92,6 +101,7 @@ export class Registry {
     const bound = await sql<{ id: string; doc: DeviceDoc }>`SELECT id, jsonb_build_object('connector', doc->'connector', 'devEui', doc->'devEui', 'networkDeviceId', doc->'networkDeviceId') AS doc
       FROM devices WHERE doc ? 'connector'`.execute(db);
     for (const r of bound.rows) this.bindDevice(r.id, r.doc);
+    for (const r of await db.selectFrom('apps').select(['id', 'secret_hash']).execute()) this.apps.set(r.id, { id: r.id, secretHash: r.secret_hash });
     for (const r of await db.selectFrom('credentials_sets').selectAll().execute()) {
       this.putSet({ id: r.id, username: r.username, passwordHash: r.password_hash, createdBy: r.created_by });
     }
@@ -114,6 +124,20 @@ export class Registry {
   credentialsSetByUsername(username: string): CredentialsSetInfo | undefined {
     const id = this.setByUsername.get(username);
     return id ? this.sets.get(id) : undefined;
+  }
+
+  app(id: string): AppInfo | undefined {
+    return this.apps.get(id);
+  }
+
+  /** Called with an app's id once it is deleted or its secret replaced: its open logins are no longer valid. */
+  onAppRevoked(listener: (appId: string) => void): () => void {
+    this.appRevoked.add(listener);
+    return () => this.appRevoked.delete(listener);
+  }
+
+  private revokeApp(id: string): void {
+    for (const listener of this.appRevoked) listener(id);
   }
 
   reservedTopic(topic: string): ReservedTopicInfo | undefined {
@@ -232,6 +256,10 @@ export class Registry {
   readonly projection: Projection = {
     name: 'ingest-registry',
     tables: [],
+    // Open logins of an app end once its deletion or new secret is stored, never before.
+    committed: (batch: RecordedEvent[]) => {
+      for (const e of batch) if (e.type === 'AppSecretRotated' || e.type === 'AppDeleted') this.revokeApp((e.data as { id: string }).id);
+    },
     apply: async (_tx, batch: RecordedEvent[]) => {
       for (const e of batch as (RecordedEvent & RegistryEvent)[]) {
         switch (e.type) {
@@ -294,6 +322,15 @@ export class Registry {
             break;
           case 'DeviceGroupDeleted':
             this.setGroup(e.data.id, null);
+            break;
+          case 'AppCreated':
+            this.apps.set(e.data.id, { id: e.data.id, secretHash: e.data.secretHash });
+            break;
+          case 'AppSecretRotated':
+            this.apps.set(e.data.id, { id: e.data.id, secretHash: e.data.secretHash });
+            break;
+          case 'AppDeleted':
+            this.apps.delete(e.data.id);
             break;
         }
       }

@@ -10,6 +10,8 @@ import * as reactorCheckpoints from './0010_reactor_checkpoints.js';
 import * as commands from './0011_commands.js';
 import * as parkedEvents from './0012_parked_events.js';
 import * as translatorCodecs from './0020_translator_codecs.js';
+import * as rules from './0030_rules.js';
+import * as locationsOrganizationsApps from './0036_locations_organizations_apps.js';
 import * as leases from './0047_leases.js';
 
 /**
@@ -28,6 +30,8 @@ export const migrations: Record<string, Migration> = {
   '0011_commands': commands,
   '0012_parked_events': parkedEvents,
   '0020_translator_codecs': translatorCodecs,
+  '0030_rules': rules,
+  '0036_locations_organizations_apps': locationsOrganizationsApps,
   '0047_leases': leases,
 };
 

@@ -63,8 +63,9 @@ export const accessProjection: Projection = {
       if (deleted) {
         const { id } = event.data as { id: string };
         await tx.deleteFrom('access_rights').where('resource_id', '=', id).execute();
-        // A deleted group's rights go with it.
+        // A deleted group's rights go with it; so do a deleted organization unit's, given to its name.
         if (deleted === 'usergroup') await tx.deleteFrom('access_rights').where('subject_type', '=', 'group').where('subject_id', '=', id).execute();
+        if (deleted === 'organization') await tx.deleteFrom('access_rights').where('subject_type', '=', 'orgUnit').where('subject_id', '=', (event.data as { name: string }).name).execute();
         continue;
       }
       switch (event.type) {

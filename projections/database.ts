@@ -10,9 +10,13 @@ import type { ChannelsTables } from './channels.js';
 import type { LogsTables } from './logs.js';
 import type { TranslatorsTables } from './translators.js';
 import type { CommandsTables } from './commands.js';
+import type { RulesTables } from './rules.js';
+import type { LocationsTables } from './locations.js';
+import type { OrganizationsTables } from './organizations.js';
+import type { AppsTables } from './apps.js';
 
 /**
  * Every read-model table, one interface per capability. A capability adds its
  * tables here by extending this interface.
  */
-export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables, DevicesTables, ProvisioningTables, ChannelsTables, LogsTables, TranslatorsTables, CommandsTables {}
+export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables, DevicesTables, ProvisioningTables, ChannelsTables, LogsTables, TranslatorsTables, CommandsTables, RulesTables, LocationsTables, OrganizationsTables, AppsTables {}

@@ -11,6 +11,10 @@ import { channelsProjection } from './channels.js';
 import { logsProjection } from './logs.js';
 import { translatorsProjection } from './translators.js';
 import { commandsProjection } from './commands.js';
+import { rulesProjection } from './rules.js';
+import { locationsProjection } from './locations.js';
+import { organizationsProjection } from './organizations.js';
+import { appsProjection } from './apps.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection, rulesProjection, locationsProjection, organizationsProjection, appsProjection];

@@ -3,6 +3,8 @@ import type { RecordedEvent } from '../domain/shared/events.js';
 import type { LogEvent } from '../domain/logs/logEntry.js';
 import type { DeviceEvent } from '../domain/devices/device.js';
 import type { Projection } from './runner.js';
+import { runLogEntry } from '../domain/rules/run.js';
+import { impliedEntries } from '../domain/logs/implied.js';
 
 export interface DeviceLogsTable {
   id: string;
@@ -21,9 +23,9 @@ export interface LogsTables {
   device_logs: DeviceLogsTable;
 }
 
-/** Entries that other events imply: a claim is logged on its device, with the claim's event id as the entry's. */
+/** Entries that other events imply, with the event's id as the entry's: a claim is logged on its device, a rule's run on the rule. */
 function impliedEntry(e: RecordedEvent): LogEvent['data'] | null {
-  if (e.type !== 'DeviceClaimed') return null;
+  if (e.type !== 'DeviceClaimed') return runLogEntry(e);
   const claim = (e as RecordedEvent & DeviceEvent & { type: 'DeviceClaimed' }).data;
   return {
     id: e.id,
@@ -43,7 +45,9 @@ export const logsProjection: Projection = {
   name: 'logs',
   tables: ['device_logs'],
   async apply(tx, batch) {
-    const entries = batch.map((e) => (e.type === 'LogEntryWritten' ? (e as RecordedEvent & LogEvent).data : impliedEntry(e))).filter((e): e is LogEvent['data'] => e !== null);
+    const entries = batch
+      .flatMap((e) => (e.type === 'LogEntryWritten' ? [(e as RecordedEvent & LogEvent).data] : [impliedEntry(e), ...impliedEntries(e)]))
+      .filter((e): e is LogEvent['data'] => e !== null);
     if (entries.length === 0) return;
     await sql`INSERT INTO device_logs (id, resource_id, resource_type, type, priority, category, message, time, expires_at, data)
       SELECT id, resource_id, resource_type, type, priority, category, message, time, expires_at, data::jsonb

@@ -1,4 +1,4 @@
-import { sql, type Transaction } from 'kysely';
+import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Database } from './database.js';
 import type { Projection } from './runner.js';
 import type { RecordedEvent } from '../domain/shared/events.js';
@@ -11,6 +11,8 @@ export interface UsergroupsTable {
   revision: number;
   created_at: Date;
   updated_at: Date;
+  /** The apps the members may see; null when the group has no filter. */
+  app_filter: string[] | null;
 }
 
 export interface UsergroupMembersTable {
@@ -23,12 +25,23 @@ export interface UsergroupsTables {
   usergroup_members: UsergroupMembersTable;
 }
 
-const EVENTS = new Set(['UsergroupCreated', 'UsergroupUpdated', 'UsergroupMemberAdded', 'UsergroupMemberRemoved', 'UsergroupDeleted']);
+const EVENTS = new Set([
+  'UsergroupCreated',
+  'UsergroupUpdated',
+  'UsergroupMemberAdded',
+  'UsergroupMemberRemoved',
+  'UsergroupAppFilterSet',
+  'UsergroupAppAllowed',
+  'UsergroupAppDisallowed',
+  'UsergroupAppFilterRemoved',
+  'UsergroupDeleted',
+]);
 
 /**
- * Usergroups and their members. Group rows are guarded by stream revision;
- * member rows are set or removed, and only while both the group and the user
- * exist, so applying a batch again ends in the same rows.
+ * Usergroups, their members and app filters. Group rows (with the filter) are
+ * guarded by stream revision; member rows are set or removed, and only while
+ * both the group and the user exist, so applying a batch again ends in the
+ * same rows. A deleted app leaves every filter.
  */
 export const usergroupsProjection: Projection = {
   name: 'usergroups',
@@ -37,6 +50,11 @@ export const usergroupsProjection: Projection = {
     for (const event of batch) {
       if (event.type === 'UserDeleted') {
         await tx.deleteFrom('usergroup_members').where('user_id', '=', (event.data as { id: string }).id).execute();
+        continue;
+      }
+      if (event.type === 'AppDeleted') {
+        const appId = (event.data as { id: string }).id;
+        await sql`UPDATE usergroups SET app_filter = array_remove(app_filter, ${appId}) WHERE ${appId} = ANY(app_filter)`.execute(tx);
         continue;
       }
       if (EVENTS.has(event.type)) await applyEvent(tx, event as RecordedEvent & UsergroupEvent);
@@ -72,6 +90,18 @@ async function applyEvent(tx: Transaction<Database>, event: RecordedEvent & User
     case 'UsergroupMemberRemoved':
       await tx.deleteFrom('usergroup_members').where('group_id', '=', id).where('user_id', '=', event.data.userId).execute();
       return;
+    case 'UsergroupAppFilterSet':
+      await setFilter(tx, event, sql`${event.data.appIds}::text[]`);
+      return;
+    case 'UsergroupAppAllowed':
+      await setFilter(tx, event, sql`array_append(array_remove(coalesce(app_filter, '{}'), ${event.data.appId}), ${event.data.appId})`);
+      return;
+    case 'UsergroupAppDisallowed':
+      await setFilter(tx, event, sql`array_remove(app_filter, ${event.data.appId})`);
+      return;
+    case 'UsergroupAppFilterRemoved':
+      await setFilter(tx, event, sql`NULL`);
+      return;
     case 'UsergroupDeleted':
       await tx.deleteFrom('usergroups').where('id', '=', id).execute();
       return;
@@ -80,4 +110,9 @@ async function applyEvent(tx: Transaction<Database>, event: RecordedEvent & User
       return _;
     }
   }
+}
+
+async function setFilter(tx: Transaction<Database>, event: RecordedEvent & UsergroupEvent, value: RawBuilder<unknown>): Promise<void> {
+  await sql`UPDATE usergroups SET app_filter = ${value}, revision = ${event.revision}, updated_at = ${new Date(event.data.at)}
+    WHERE id = ${event.data.id} AND revision < ${event.revision}`.execute(tx);
 }

@@ -19,7 +19,7 @@ export interface UsersTables {
   users: UsersTable;
 }
 
-const USER_EVENTS = new Set<string>(['UserCreated', 'UserUpdated', 'PasswordChanged', 'PasswordReset', 'UserDeleted']);
+const USER_EVENTS = new Set<string>(['UserCreated', 'UserUpdated', 'PasswordChanged', 'PasswordReset', 'UserJoinedOrganization', 'UserLeftOrganization', 'UserDeleted']);
 
 /** Users, folded with the same `evolve` the write side uses, so both agree on every field. */
 export const usersProjection: Projection = {

@@ -4,6 +4,7 @@ import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, requireReference } from '../access.js';
 import { isAdmin, type Principal } from '../auth/principal.js';
+import { allowedByFilters } from '../apps/visibility.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { isUuid, newResourceId } from '../../domain/shared/ids.js';
 import { CHANNEL_NOT_FOUND, channelDecider, channelStream, checkChannel, type ChannelDoc } from '../../domain/channels/channel.js';
@@ -14,8 +15,8 @@ const presentChannel = (r: { id: string; doc: ChannelDoc }) => ({ _id: r.id, ...
 
 /**
  * Who may receive a channel's data on an output topic: the caller itself
- * (`keycloakUser` with the caller's own user id), or a basic credentials set
- * the caller may write. A platform admin (the built-in `admin` role, who
+ * (`keycloakUser` with the caller's own user id), a basic credentials set or
+ * a client app (`app`) the caller may write. A platform admin (the built-in `admin` role, who
  * already manages every account) may also name any existing user. Nobody else
  * can push data into a stranger's output topics: to feed another user, that
  * user creates the channel, once the device is shared with them. Any other
@@ -24,7 +25,7 @@ const presentChannel = (r: { id: string; doc: ChannelDoc }) => ({ _id: r.id, ...
 async function checkRecipient(deps: Deps, principal: Principal, mqtt: { type?: string; recipient?: unknown } | undefined): Promise<void> {
   if (!mqtt) return;
   const refused = () =>
-    ValidationError.field('mqtt.recipient', 'must be your own user id (type keycloakUser) or the id of a basic credentials set you may write (type basicCredentialsSet)');
+    ValidationError.field('mqtt.recipient', 'must be your own user id (type keycloakUser), or the id of a basic credentials set (type basicCredentialsSet) or an app (type app) you may write');
   if (mqtt.type === 'keycloakUser') {
     if (typeof mqtt.recipient !== 'string') throw refused();
     if (mqtt.recipient.toLowerCase() === principal.id.toLowerCase()) return;
@@ -32,6 +33,11 @@ async function checkRecipient(deps: Deps, principal: Principal, mqtt: { type?: s
     if (!user) throw refused();
   } else if (mqtt.type === 'basicCredentialsSet') {
     await requireReference(deps, principal, mqtt.recipient, 'write', refused());
+  } else if (mqtt.type === 'app') {
+    await requireReference(deps, principal, mqtt.recipient, 'write', refused());
+    // An app hidden from the caller by an app filter is as unknown as one that does not exist.
+    const app = await deps.db.selectFrom('apps').select('id').where('id', '=', mqtt.recipient as string).where(allowedByFilters(principal, 'apps.id')).executeTakeFirst();
+    if (!app) throw refused();
   }
 }
 

@@ -6,31 +6,17 @@ import { readableBy, requireAccess } from '../access.js';
 import { BadGatewayError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { COMMAND_NOT_FOUND, commandDecider, commandStream, requestOf, type CommandStatus } from '../../domain/commands/command.js';
-import { COMMANDS, INTEGRATIONS, isIntegration, type IntegrationName } from '../../domain/integrations/catalog.js';
+import { COMMANDS, INTEGRATIONS, type IntegrationName } from '../../domain/integrations/catalog.js';
 import { CONNECTOR_NOT_FOUND, SETTINGS, publishTopicOf } from '../../domain/connectors/connector.js';
 import { DEVICE_NOT_FOUND } from '../../domain/devices/device.js';
 import type { Registry } from '../../ingest/registry.js';
 import { INTEGRATION_MODULES } from '../../reactors/integrations/index.js';
 import type { CommandsTable } from '../../projections/commands.js';
 import { schemaChecks, type OpenApiDocument } from '../openapi.js';
+import { deviceCommands, type DeviceCommandInput, type DownlinkEncoder } from './send.js';
 
 /** How long a command request waits for the network server's answer before it answers 202 `pending`. */
 export const COMMAND_WAIT_MS = 8_000;
-
-/** Encodes a downlink's object with the device's translator (its `encodeDownlink`). */
-export interface DownlinkEncoder {
-  encodeDownlink(deviceId: string, data: Record<string, unknown>, fPort: number | undefined, field: string): Promise<{ hexEncoded: string; fPort: number }>;
-}
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** The object a queue command asks the device's translator to encode, and where it sits in `data`. */
-function objectToEncode(command: string, data: Record<string, unknown>): { object: Record<string, unknown>; fPort: unknown; field: string } | null {
-  if (isRecord(data.object)) return { object: data.object, fPort: data.fPort, field: 'data.object' };
-  const payload = isRecord(data.callData) && isRecord(data.callData.payload) ? data.callData.payload : null;
-  if (command === 'apiCall' && payload && isRecord(payload.object)) return { object: payload.object, fPort: payload.fPort, field: 'data.callData.payload.object' };
-  return null;
-}
 
 /** A command as clients see it. */
 export function presentCommand(r: CommandsTable) {
@@ -71,6 +57,7 @@ const ANSWERED = new Set<CommandStatus>(['queued', 'done', 'published', 'sent', 
 export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDocument, encoder: DownlinkEncoder): Router {
   const router = Router();
   const check = schemaChecks(openapi);
+  const send = deviceCommands(deps, registry, openapi, encoder);
 
   /** Waits for the command's answer in the read model. */
   const outcomeOf = async (id: string, waitMs: number): Promise<CommandsTable> => {
@@ -92,42 +79,10 @@ export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDo
   };
 
   router.put('/api/iotnodes/command', async (req, res) => {
-    const { command, iotnodeId, integrationName, data = {} } = req.body as { command: string; iotnodeId: string; integrationName?: string; data?: Record<string, unknown> };
-    const principal = principalOf(req);
-    await requireAccess(deps, principal, iotnodeId, 'write', DEVICE_NOT_FOUND);
-    const binding = registry.bindingOf(iotnodeId);
-    const connectorId = typeof binding.connector === 'string' ? binding.connector : null;
-    const connector = connectorId ? registry.connector(connectorId) : undefined;
-    if (integrationName === undefined && !connector) {
-      throw ValidationError.field('integrationName', "is required when the iotnode has no connector: give integrationName, or set the iotnode's connector");
-    }
-    const integration = integrationName ?? connector!.integration;
-    if (!isIntegration(integration)) throw ValidationError.field('integrationName', `must be one of ${INTEGRATIONS.join(', ')}`);
-    if (!connector || connector.integration !== integration) {
-      throw ValidationError.field('integrationName', `${integration} needs the iotnode's connector to be a ${integration} connector; set the iotnode's connector`);
-    }
-    const spec = COMMANDS[integration][command];
-    if (spec && spec.target !== 'device') throw ValidationError.field('command', `${command} is a connector command: send it with PUT /api/connectors/command`);
-    if (spec) check(spec.dataSchema, data, 'data');
-    const id = newResourceId();
     const context = requestContext(deps, req);
-    // An object instead of hex bytes: the device's translator encodes it now, and the command carries the bytes it decided.
-    const toEncode = spec ? objectToEncode(command, data) : null;
-    const fPortOf = (v: unknown) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : typeof v === 'number' ? v : undefined);
-    const encoded = toEncode ? await encoder.encodeDownlink(iotnodeId, toEncode.object, fPortOf(toEncode.fPort), toEncode.field) : null;
-    const request = requestOf({
-      id,
-      deviceId: iotnodeId,
-      connectorId: connector.id,
-      integration,
-      command,
-      devEui: typeof binding.devEui === 'string' ? binding.devEui : null,
-      networkDeviceId: typeof binding.networkDeviceId === 'string' ? binding.networkDeviceId : null,
-      data,
-      at: context.now,
-    }, encoded ? { encoded: encoded.hexEncoded } : {});
-    await write(deps, context, commandStream(id), commandDecider, { type: 'RequestCommand', request });
-    await answer(res, id, integration);
+    const sent = await send(principalOf(req), req.body as DeviceCommandInput, context, newResourceId());
+    if (sent.handled.result) await deps.projections.waitFor(sent.handled.result.position, deps.config.projectionWaitMs);
+    await answer(res, sent.id, sent.integration);
   });
 
   router.put('/api/connectors/command', async (req, res) => {

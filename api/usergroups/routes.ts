@@ -14,8 +14,9 @@ const toGroup = (row: Pick<UsergroupsTable, 'id' | 'name' | 'owner'>) => ({ _id:
 
 const selectGroup = (deps: Deps, id: string) => deps.db.selectFrom('usergroups').select(['id', 'name', 'owner']).where('id', '=', id).executeTakeFirstOrThrow();
 
-async function userExists(deps: Deps, id: string): Promise<boolean> {
-  return !!(await deps.db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst());
+/** The username of an existing user, or undefined; events name members by both, so the group's log reads well. */
+async function usernameOf(deps: Deps, id: string): Promise<string | undefined> {
+  return (await deps.db.selectFrom('users').select('username').where('id', '=', id).executeTakeFirst())?.username;
 }
 
 export function usergroupRoutes(deps: Deps): Router {
@@ -62,9 +63,10 @@ export function usergroupRoutes(deps: Deps): Router {
     if (changes.owner) changes.owner = changes.owner.toLowerCase();
     // Handing the group to another owner is an admin's decision; renaming needs write.
     await requireAccess(deps, principalOf(req), id, changes.owner !== undefined ? 'admin' : 'write', NOT_FOUND);
-    if (changes.owner !== undefined && !(await userExists(deps, changes.owner))) throw ValidationError.field('owner', 'is not a user');
+    const ownerUsername = changes.owner !== undefined ? await usernameOf(deps, changes.owner) : undefined;
+    if (changes.owner !== undefined && ownerUsername === undefined) throw ValidationError.field('owner', 'is not a user');
     const context = requestContext(deps, req);
-    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'UpdateUsergroup', id, changes, at: context.now });
+    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'UpdateUsergroup', id, changes, ...(ownerUsername !== undefined ? { ownerUsername } : {}), at: context.now });
     res.json(toGroup(await selectGroup(deps, id)));
   });
 
@@ -80,9 +82,10 @@ export function usergroupRoutes(deps: Deps): Router {
     const id = req.params.groupId as string;
     const userId = (req.body as { userId: string }).userId.toLowerCase();
     await requireAccess(deps, principalOf(req), id, 'write', NOT_FOUND);
-    if (!(await userExists(deps, userId))) throw ValidationError.field('userId', 'is not a user');
+    const username = await usernameOf(deps, userId);
+    if (username === undefined) throw ValidationError.field('userId', 'is not a user');
     const context = requestContext(deps, req);
-    const { events } = await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'AddMember', id, userId, at: context.now }, { retries: 3 });
+    const { events } = await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'AddMember', id, userId, username, at: context.now }, { retries: 3 });
     res.status(events.length ? 201 : 200).json({ groupId: id, userId });
   });
 
@@ -90,8 +93,9 @@ export function usergroupRoutes(deps: Deps): Router {
     const id = req.params.groupId as string;
     const userId = (req.params.memberId as string).toLowerCase();
     await requireAccess(deps, principalOf(req), id, 'write', NOT_FOUND);
+    const username = await usernameOf(deps, userId);
     const context = requestContext(deps, req);
-    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'RemoveMember', id, userId, at: context.now }, { retries: 3 });
+    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'RemoveMember', id, userId, ...(username !== undefined ? { username } : {}), at: context.now }, { retries: 3 });
     res.status(204).end();
   });
 

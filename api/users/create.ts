@@ -4,21 +4,22 @@ import { handle, type CommandContext } from '../../domain/shared/decider.js';
 import { newUserId } from '../../domain/shared/ids.js';
 import { ConflictError, UnavailableError } from '../../domain/shared/errors.js';
 import { hashPassword } from '../../domain/users/password.js';
-import { userDecider, userStream, type Profile } from '../../domain/users/user.js';
+import { userDecider, userStream, type Profile, type Unit } from '../../domain/users/user.js';
 import { usernameDecider, usernameStream } from '../../domain/users/username.js';
 
 /**
  * Creates a user: claims the username on its own stream first (so concurrent
  * creations of one name cannot both succeed), then writes the user. With
  * `temporary`, the password was chosen by the service and the user must set
- * their own (UPDATE_PASSWORD).
+ * their own (UPDATE_PASSWORD). `organization`: the unit whose admin creates
+ * the user as a member (its name is in the profile's `attributes.organization`).
  */
-export async function createUser(deps: Deps, context: CommandContext, profile: Profile, password: string, temporary: boolean): Promise<string> {
+export async function createUser(deps: Deps, context: CommandContext, profile: Profile, password: string, temporary: boolean, organization?: Unit): Promise<string> {
   const id = newUserId();
   const passwordHash = await hashPassword(password);
   // No read model waits on the claim; waiting here could answer 503 before the user itself is stored.
   await handle(deps.store, usernameStream(profile.username), usernameDecider, { type: 'Claim', username: profile.username, userId: id }, context);
-  await write(deps, context, userStream(id), userDecider, { type: 'CreateUser', id, profile, passwordHash, temporaryPassword: temporary, at: context.now });
+  await write(deps, context, userStream(id), userDecider, { type: 'CreateUser', id, profile, passwordHash, temporaryPassword: temporary, ...(organization ? { organization } : {}), at: context.now });
   return id;
 }
 

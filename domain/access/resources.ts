@@ -21,4 +21,8 @@ export const OWNED_RESOURCES: OwnedResource[] = [
   { resourceType: 'connector', created: 'ConnectorCreated', deleted: 'ConnectorDeleted' },
   { resourceType: 'channel', created: 'ChannelCreated', deleted: 'ChannelDeleted' },
   { resourceType: 'deviceGroup', created: 'DeviceGroupCreated', deleted: 'DeviceGroupDeleted' },
+  { resourceType: 'ruleV2', created: 'RuleCreated', deleted: 'RuleDeleted' },
+  { resourceType: 'location', created: 'LocationCreated', deleted: 'LocationDeleted' },
+  { resourceType: 'organization', created: 'OrganizationCreated', deleted: 'OrganizationDeleted' },
+  { resourceType: 'app', created: 'AppCreated', deleted: 'AppDeleted' },
 ];

@@ -34,6 +34,8 @@ export interface HandleOptions {
   retries?: number;
   /** The revision the caller saw (from `If-Match`); a mismatch is a `ConcurrencyError` without retry. */
   expectedRevision?: number;
+  /** Ids for the decided events, in order, instead of fresh ones: derived from what caused them, so a repeat is a no-op in the store. */
+  eventIds?: string[];
 }
 
 /**
@@ -61,7 +63,7 @@ export async function handle<C, S, E extends DomainEvent>(
     for (const e of events) state = decider.evolve(state, e);
     const expected: ExpectedRevision = revision === -1 ? 'no_stream' : revision;
     try {
-      const result = await store.append(streamId, events.map((e) => toNewEvent(e, context)), expected);
+      const result = await store.append(streamId, events.map((e, i) => toNewEvent(e, context, options.eventIds?.[i])), expected);
       return { events, state, result };
     } catch (error) {
       if (error instanceof ConcurrencyError && attempt < (options.retries ?? 0)) continue;

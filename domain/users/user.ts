@@ -21,19 +21,36 @@ export interface Profile {
 
 export const UPDATE_PASSWORD = 'UPDATE_PASSWORD';
 
+/** An organization unit a user event was made through (its routes create, add, remove and reset members). */
+export interface Unit {
+  id: string;
+  name: string;
+}
+
+/**
+ * `organization` on UserCreated and PasswordReset: the unit whose admin
+ * created the member or reset their password. Membership itself is
+ * `attributes.organization` (unit names); joining and leaving through a unit
+ * are events of their own, carrying the username, so the unit's log reads
+ * the same whenever it is rebuilt.
+ */
 export type UserEvent =
-  | { type: 'UserCreated'; data: { id: string; profile: Profile; passwordHash: string; at: string } }
+  | { type: 'UserCreated'; data: { id: string; profile: Profile; passwordHash: string; organization?: Unit; at: string } }
   | { type: 'UserUpdated'; data: { id: string; changes: Partial<Omit<Profile, 'username'>>; at: string } }
   | { type: 'PasswordChanged'; data: { id: string; passwordHash: string; at: string } }
-  | { type: 'PasswordReset'; data: { id: string; passwordHash: string; at: string } }
+  | { type: 'PasswordReset'; data: { id: string; passwordHash: string; organization?: Unit; username?: string; at: string } }
+  | { type: 'UserJoinedOrganization'; data: { id: string; username: string; organization: Unit; at: string } }
+  | { type: 'UserLeftOrganization'; data: { id: string; username: string; organization: Unit; at: string } }
   | { type: 'UserDeleted'; data: { id: string; at: string } };
 
 export type UserCommand =
   /** `temporaryPassword`: the service chose the password, so the user must set their own (UPDATE_PASSWORD). */
-  | { type: 'CreateUser'; id: string; profile: Profile; passwordHash: string; temporaryPassword: boolean; at: string }
+  | { type: 'CreateUser'; id: string; profile: Profile; passwordHash: string; temporaryPassword: boolean; organization?: Unit; at: string }
   | { type: 'UpdateUser'; id: string; changes: Partial<Omit<Profile, 'username'>>; at: string }
   | { type: 'ChangePassword'; id: string; passwordHash: string; at: string }
-  | { type: 'ResetPassword'; id: string; passwordHash: string; at: string }
+  | { type: 'ResetPassword'; id: string; passwordHash: string; organization?: Unit; at: string }
+  | { type: 'JoinOrganization'; id: string; organization: Unit; at: string }
+  | { type: 'LeaveOrganization'; id: string; organization: Unit; at: string }
   | { type: 'DeleteUser'; id: string; at: string };
 
 export type UserState =
@@ -50,7 +67,9 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
     if (command.type === 'CreateUser') {
       if (state.status !== 'none') throw new ConflictError(`User ${command.id} already exists`);
       const profile = command.temporaryPassword ? withAction(command.profile, UPDATE_PASSWORD) : command.profile;
-      return [{ type: 'UserCreated', data: { id: command.id, profile, passwordHash: command.passwordHash, at: command.at } }];
+      const unit = command.organization;
+      if (unit && !(profile.attributes.organization ?? []).includes(unit.name)) throw ValidationError.field('attributes.organization', `must name ${unit.name}, the unit creating the member`);
+      return [{ type: 'UserCreated', data: { id: command.id, profile, passwordHash: command.passwordHash, ...(unit ? { organization: unit } : {}), at: command.at } }];
     }
     if (state.status !== 'active') throw new NotFoundError('User not found');
     switch (command.type) {
@@ -60,8 +79,18 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
         return [{ type: 'UserUpdated', data: { id: command.id, changes: command.changes, at: command.at } }];
       case 'ChangePassword':
         return [{ type: 'PasswordChanged', data: { id: command.id, passwordHash: command.passwordHash, at: command.at } }];
-      case 'ResetPassword':
-        return [{ type: 'PasswordReset', data: { id: command.id, passwordHash: command.passwordHash, at: command.at } }];
+      case 'ResetPassword': {
+        const unit = command.organization;
+        if (unit && !unitsOf(state.profile).includes(unit.name)) throw new NotFoundError('Member not found');
+        const through = unit ? { organization: unit, username: state.profile.username } : {};
+        return [{ type: 'PasswordReset', data: { id: command.id, passwordHash: command.passwordHash, ...through, at: command.at } }];
+      }
+      case 'JoinOrganization':
+        if (unitsOf(state.profile).includes(command.organization.name)) return [];
+        return [{ type: 'UserJoinedOrganization', data: { id: command.id, username: state.profile.username, organization: command.organization, at: command.at } }];
+      case 'LeaveOrganization':
+        if (!unitsOf(state.profile).includes(command.organization.name)) throw new NotFoundError('Member not found');
+        return [{ type: 'UserLeftOrganization', data: { id: command.id, username: state.profile.username, organization: command.organization, at: command.at } }];
       case 'DeleteUser':
         return [{ type: 'UserDeleted', data: { id: command.id, at: command.at } }];
       default: {
@@ -93,6 +122,10 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
               profile: withAction(state.profile, UPDATE_PASSWORD),
             }
           : state;
+      case 'UserJoinedOrganization':
+        return state.status === 'active' ? { ...state, profile: withUnits(state.profile, [...unitsOf(state.profile), event.data.organization.name]) } : state;
+      case 'UserLeftOrganization':
+        return state.status === 'active' ? { ...state, profile: withUnits(state.profile, unitsOf(state.profile).filter((n) => n !== event.data.organization.name)) } : state;
       case 'UserDeleted':
         return { status: 'deleted' };
       default: {
@@ -102,6 +135,11 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
     }
   },
 };
+
+/** The names of the units a user belongs to. */
+export const unitsOf = (profile: Profile): string[] => (Array.isArray(profile.attributes.organization) ? profile.attributes.organization : []);
+
+const withUnits = (profile: Profile, organization: string[]): Profile => ({ ...profile, attributes: { ...profile.attributes, organization } });
 
 const withAction = (profile: Profile, action: string): Profile =>
   profile.requiredActions.includes(action) ? profile : { ...profile, requiredActions: [...profile.requiredActions, action] };

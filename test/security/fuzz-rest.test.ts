@@ -27,11 +27,11 @@ import { ECHO_TRANSLATOR, FUZZ_SEED, ODD_TEXT, Raw, SchemaArbitraries, echoUplin
  */
 type Caller = 'admin' | 'tenant';
 type Owner = Caller | 'other';
-type Kind = 'device' | 'dashboard' | 'widget' | 'image' | 'geofence' | 'credentialsSet' | 'reservedTopic' | 'connector' | 'channel' | 'deviceGroup' | 'translator' | 'usergroup' | 'user' | 'role' | 'command';
-const KINDS: Kind[] = ['device', 'dashboard', 'widget', 'image', 'geofence', 'credentialsSet', 'reservedTopic', 'connector', 'channel', 'deviceGroup', 'translator', 'usergroup', 'user', 'role', 'command'];
+type Kind = 'device' | 'dashboard' | 'widget' | 'image' | 'geofence' | 'credentialsSet' | 'reservedTopic' | 'connector' | 'channel' | 'deviceGroup' | 'translator' | 'usergroup' | 'user' | 'role' | 'command' | 'rule' | 'location' | 'organization' | 'app';
+const KINDS: Kind[] = ['device', 'dashboard', 'widget', 'image', 'geofence', 'credentialsSet', 'reservedTopic', 'connector', 'channel', 'deviceGroup', 'translator', 'usergroup', 'user', 'role', 'command', 'rule', 'location', 'organization', 'app'];
 
 /** What a path parameter names, by its name; `{id}` names the operation's `x-resource`. */
-const KIND_OF_PARAM: Record<string, Kind> = { dashboardId: 'dashboard', widgetId: 'widget', imageId: 'image', groupId: 'usergroup', memberId: 'user', name: 'role', connectorId: 'connector' };
+const KIND_OF_PARAM: Record<string, Kind> = { dashboardId: 'dashboard', widgetId: 'widget', imageId: 'image', groupId: 'usergroup', memberId: 'user', userId: 'user', name: 'role', connectorId: 'connector', appId: 'app' };
 /** Where `{id}` names something else than the operation's `x-resource`. */
 const KIND_OF_TEMPLATE: Record<string, Kind> = { '/api/commands/{id}': 'command' };
 const KIND_OF_RESOURCE: Record<string, Kind | 'any'> = {
@@ -45,6 +45,10 @@ const KIND_OF_RESOURCE: Record<string, Kind | 'any'> = {
   translator: 'translator',
   usergroup: 'usergroup',
   user: 'user',
+  rule: 'rule',
+  location: 'location',
+  organization: 'organization',
+  app: 'app',
   // Access-right lookups take the id of any resource or subject.
   accessRight: 'any',
 };
@@ -212,6 +216,18 @@ fuzz.before(async (w) => {
     const image = await fetch(`${t.baseUrl}/api/images`, { method: 'POST', headers: { authorization: `Bearer ${tok}` }, body: form });
     assert.is(image.status, 201, await image.clone().text());
     add('image', ((await image.json()) as { _id: string })._id);
+    const rule = {
+      name: `${user.username}.run`,
+      definition: {
+        nodes: [{ id: 'press', type: 'trigger', config: { resourceType: 'button' } }, { id: 'note', type: 'action', config: { action: 'log', message: 'pressed' } }],
+        edges: [{ from: 'press', to: 'note' }],
+      },
+    };
+    add('rule', (await ok(tok, 'POST', '/api/rules-v2', rule))._id);
+    const plan = { name: 'Plan 1', items: [{ deviceId: device._id, type: 'sensor', top: 10, left: 20 }] };
+    add('location', (await ok(tok, 'POST', '/api/locations', { name: `${user.username} office`, lat: 59.33, lng: 18.06, defaultLayer: plan }))._id);
+    add('organization', (await ok(tok, 'POST', '/api/organizations', { name: `${user.username} unit` }))._id);
+    add('app', (await ok(tok, 'POST', '/api/apps', { name: `${user.username} app` }))._id);
   }
   // Connectors of the other network servers that call the platform, each with an iotnode to report for. Their
   // iotnodes stay out of the fuzzed ids: a command to them would wait for a network server that is not there.

@@ -34,4 +34,10 @@ export async function exerciseEveryCapability(t: TestPlatform): Promise<void> {
   await ok('DELETE', `/api/images/${image._id}`);
   const kept = await fetch(`${t.baseUrl}/api/images`, { method: 'POST', headers: { authorization: `Bearer ${t.adminToken}` }, body: form });
   if (kept.status !== 201) throw new Error(`POST /api/images answered ${kept.status}`);
+  const unit = await ok('POST', '/api/organizations', { name: 'Scenario Co' });
+  const sub = await ok('POST', '/api/organizations', { name: 'Scenario Sub', parent: unit._id });
+  await ok('POST', `/api/organizations/${sub._id}/members`, { username: 'scenario-member' });
+  const app = await ok('POST', '/api/apps', { name: 'Scenario app' });
+  await ok('PUT', `/api/usergroups/${group._id}/app-filter`, { appIds: [app._id] });
+  await ok('POST', '/api/locations', { name: 'Scenario place', lat: 1, lng: 2, defaultLayer: { name: 'Plan' } });
 }

@@ -38,6 +38,9 @@ panel.before(async (ctx) => {
   ctx.boiler = await deviceOf(ctx.t, TOPIC);
   ctx.other = await deviceOf(ctx.t, 'svc/generic/v2/panel/other');
   ctx.imageId = await uploadImage(ctx.t, 'ground floor');
+  // The rule the command button runs, named <device-name>.<button-name> as the contract says, where the platform offers rules.
+  const rule = await ctx.t.call('POST', '/api/rules-v2', { body: { name: 'boiler.run', definition: { nodes: [{ id: 'press', type: 'trigger', config: { resourceType: 'button' } }, { id: 'note', type: 'action', config: { action: 'log', message: 'run pressed' } }], edges: [{ from: 'press', to: 'note' }] } } });
+  if (rule.status === 201) ruleId = rule.body._id;
   ctx.admin = await openPage(ctx.browser, ctx.t.baseUrl);
 });
 
@@ -56,11 +59,16 @@ panel('when the admin logs in, then the dashboard picker shows, and a wrong pass
   await screenshot(admin.page, 'dashboards-picker');
 });
 
-/** Settings the form cannot guess: the device field to show, and a rule id the platform does not check. */
+/** The rule of the command button, where the platform offers rules (a picker then lists it); otherwise an id typed in, which the platform does not check. */
+let ruleId: string | null = null;
+
+/** Settings the form cannot guess: the device field to show, and the rule and its trigger node. */
 async function fillSpecial(page: WatchedPage['page'], template: string): Promise<void> {
   if (template === 'deviceValue' || template === 'deviceChart') await page.locator('#settings_field').fill('temperature');
   if (template === 'commandButtons') {
-    await page.locator('#settings_buttons_0_ruleV2Id').fill('0123456789abcdef01234567');
+    const picker = page.locator('#settings_buttons_0_ruleV2Id');
+    if (ruleId && (await picker.evaluate((e: any) => e.tagName)) === 'SELECT') await picker.selectOption(ruleId);
+    else await picker.fill(ruleId ?? '0123456789abcdef01234567');
     await page.locator('#settings_buttons_0_triggerNodeId').fill('press');
   }
   if (template === 'pieChart') await page.locator('#settings_field').fill('temperature');
@@ -202,11 +210,15 @@ panel('when a command button is pressed, then the rule call is answered in words
   assert.is(await page.getByText('Basement').evaluate((e: any) => (globalThis as any).getComputedStyle(e).color), 'rgb(0, 0, 255)');
   const buttons = page.locator('.grid-item[data-template="commandButtons"]');
   await buttons.getByRole('button', { name: 'Run' }).click();
-  const answer = buttons.getByRole('alert');
-  await answer.waitFor();
   const offered = (await ok(ctx.t, 'GET', '/api/openapi.json')).paths['/api/rules-v2/{id}/execute'];
-  // Until the platform runs rules (or for a rule id that does not exist), the press is answered in words.
+  // Until the platform runs rules, the press is answered in words; once it does, the rule runs and its log says so.
+  const answer = buttons.getByRole(offered ? 'status' : 'alert');
+  await answer.waitFor();
   if (!offered) assert.match(await answer.innerText(), /the rule was not found, you have no access to it, or this platform runs no rules yet/);
+  else {
+    assert.match(await answer.innerText(), /Run: sent\./);
+    await eventuallyValue(async () => ((await ok(ctx.t, 'GET', `/api/logs?resourceId=${ruleId}`)).logs as { message: string }[]).find((l) => l.message === 'run pressed'));
+  }
   const stored = await ok(ctx.t, 'GET', `/api/dashboards/${ctx.dashboardId}`);
   const target = stored.widgets.find((w: any) => w.template === 'navigation').settings.targetDashboardId;
   await page.locator('.grid-item[data-template="navigation"]').getByRole('link').click();

@@ -1,0 +1,94 @@
+import type { Deps } from '../deps.js';
+import { requireAccess } from '../access.js';
+import type { Principal } from '../auth/principal.js';
+import { ValidationError } from '../../domain/shared/errors.js';
+import { handle, type CommandContext, type Handled } from '../../domain/shared/decider.js';
+import { commandDecider, commandStream, requestOf, type CommandEvent, type CommandRequest, type CommandState } from '../../domain/commands/command.js';
+import { COMMANDS, INTEGRATIONS, isIntegration, type IntegrationName } from '../../domain/integrations/catalog.js';
+import { DEVICE_NOT_FOUND } from '../../domain/devices/device.js';
+import type { Registry } from '../../ingest/registry.js';
+import { schemaChecks, type OpenApiDocument } from '../openapi.js';
+
+/** Encodes a downlink's object with the device's translator (its `encodeDownlink`). */
+export interface DownlinkEncoder {
+  encodeDownlink(deviceId: string, data: Record<string, unknown>, fPort: number | undefined, field: string): Promise<{ hexEncoded: string; fPort: number }>;
+}
+
+/** A device command as `PUT /api/iotnodes/command` takes it (and a rule's command action holds it). */
+export interface DeviceCommandInput {
+  command: string;
+  iotnodeId: string;
+  integrationName?: string;
+  data?: Record<string, unknown>;
+}
+
+export interface SentCommand {
+  id: string;
+  integration: IntegrationName;
+  request: CommandRequest;
+  handled: Handled<CommandState, CommandEvent>;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The object a queue command asks the device's translator to encode, and where it sits in `data`. */
+function objectToEncode(command: string, data: Record<string, unknown>): { object: Record<string, unknown>; fPort: unknown; field: string } | null {
+  if (isRecord(data.object)) return { object: data.object, fPort: data.fPort, field: 'data.object' };
+  const payload = isRecord(data.callData) && isRecord(data.callData.payload) ? data.callData.payload : null;
+  if (command === 'apiCall' && payload && isRecord(payload.object)) return { object: payload.object, fPort: payload.fPort, field: 'data.callData.payload.object' };
+  return null;
+}
+
+const fPortOf = (v: unknown) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : typeof v === 'number' ? v : undefined);
+
+/**
+ * The one path of a device command, whoever sends it (a request to
+ * `PUT /api/iotnodes/command`, a rule's action): the principal's write access
+ * to the iotnode, the integration (the given one, or the iotnode's
+ * connector's), the command and its `data` against the integration's catalog
+ * and schemas, an `object` encoded by the device's translator, then
+ * `CommandRequested` on the command's stream, which the command reactor
+ * delivers. The caller gives the command's id: a fresh one per request, or
+ * one derived from a rule's run, so a run handled again finds its command
+ * already requested (a `ConflictError`) instead of sending it twice.
+ */
+export function deviceCommands(deps: Deps, registry: Registry, openapi: OpenApiDocument, encoder: DownlinkEncoder) {
+  const check = schemaChecks(openapi);
+  return async function send(principal: Principal, input: DeviceCommandInput, context: CommandContext, id: string): Promise<SentCommand> {
+    const { command, iotnodeId, integrationName, data = {} } = input;
+    await requireAccess(deps, principal, iotnodeId, 'write', DEVICE_NOT_FOUND);
+    const binding = registry.bindingOf(iotnodeId);
+    const connectorId = typeof binding.connector === 'string' ? binding.connector : null;
+    const connector = connectorId ? registry.connector(connectorId) : undefined;
+    if (integrationName === undefined && !connector) {
+      throw ValidationError.field('integrationName', "is required when the iotnode has no connector: give integrationName, or set the iotnode's connector");
+    }
+    const integration = integrationName ?? connector!.integration;
+    if (!isIntegration(integration)) throw ValidationError.field('integrationName', `must be one of ${INTEGRATIONS.join(', ')}`);
+    if (!connector || connector.integration !== integration) {
+      throw ValidationError.field('integrationName', `${integration} needs the iotnode's connector to be a ${integration} connector; set the iotnode's connector`);
+    }
+    const spec = COMMANDS[integration][command];
+    if (spec && spec.target !== 'device') throw ValidationError.field('command', `${command} is a connector command: send it with PUT /api/connectors/command`);
+    if (spec) check(spec.dataSchema, data, 'data');
+    // An object instead of hex bytes: the device's translator encodes it now, and the command carries the bytes it decided.
+    const toEncode = spec ? objectToEncode(command, data) : null;
+    const encoded = toEncode ? await encoder.encodeDownlink(iotnodeId, toEncode.object, fPortOf(toEncode.fPort), toEncode.field) : null;
+    const request = requestOf(
+      {
+        id,
+        deviceId: iotnodeId,
+        connectorId: connector.id,
+        integration,
+        command,
+        devEui: typeof binding.devEui === 'string' ? binding.devEui : null,
+        networkDeviceId: typeof binding.networkDeviceId === 'string' ? binding.networkDeviceId : null,
+        data,
+        at: context.now,
+      },
+      encoded ? { encoded: encoded.hexEncoded } : {},
+    );
+    const handled = await handle(deps.store, commandStream(id), commandDecider, { type: 'RequestCommand', request }, context);
+    return { id, integration, request, handled };
+  };
+}

@@ -1,0 +1,130 @@
+import type { RecordedEvent } from '../../domain/shared/events.js';
+import type { RuleDefinition, RuleEvent } from '../../domain/rules/rule.js';
+import type { RunnableRule } from '../../domain/rules/run.js';
+
+export interface DeviceTriggerEntry {
+  rule: RunnableRule;
+  nodeId: string;
+  /** Only a change carrying one of these fires it; every change when absent. */
+  fields?: Set<string>;
+}
+
+export interface GeofenceTriggerEntry {
+  rule: RunnableRule;
+  nodeId: string;
+  geofenceId: string;
+  event: 'enter' | 'exit';
+}
+
+export interface ScheduleEntry {
+  rule: RunnableRule;
+  nodeId: string;
+  cron: string;
+  timezone?: string;
+}
+
+/**
+ * The rules in memory, as of the reactor's place in the log, with the
+ * lookups a device event needs: which triggers watch a device, and which
+ * devices any rule reads (triggers and conditions), so every other device's
+ * events are passed over without folding them.
+ */
+export class RuleIndex {
+  private rules = new Map<string, { rule: RunnableRule; revision: number }>();
+  private byDevice = new Map<string, DeviceTriggerEntry[]>();
+  private watched = new Set<string>();
+  private geofences: GeofenceTriggerEntry[] = [];
+  private schedules: ScheduleEntry[] = [];
+
+  /** The devices a definition reads: its device triggers' and its conditions'. */
+  static devicesOf(definition: RuleDefinition): string[] {
+    return definition.nodes.flatMap((n) => (n.type === 'trigger' && n.config.resourceType === 'device' ? [n.config.deviceId] : n.type === 'condition' ? [n.config.deviceId] : []));
+  }
+
+  put(rule: RunnableRule, revision: number): void {
+    this.rules.set(rule.id, { rule, revision });
+    this.derive();
+  }
+
+  /** A rule event in log order; one the index already has (by revision) changes nothing. */
+  apply(e: RecordedEvent & RuleEvent): void {
+    const current = this.rules.get(e.data.id);
+    if (current && current.revision >= e.revision) return;
+    switch (e.type) {
+      case 'RuleCreated':
+        this.put({ id: e.data.id, name: e.data.name, owner: e.data.createdBy, definition: e.data.definition }, e.revision);
+        break;
+      case 'RuleReplaced':
+        if (current) this.put({ ...current.rule, name: e.data.name, definition: e.data.definition }, e.revision);
+        break;
+      case 'RuleDeleted':
+        this.rules.delete(e.data.id);
+        this.derive();
+        break;
+      default: {
+        const _: never = e;
+        return _;
+      }
+    }
+  }
+
+  get(id: string): RunnableRule | undefined {
+    return this.rules.get(id)?.rule;
+  }
+
+  get size(): number {
+    return this.rules.size;
+  }
+
+  watches(deviceId: string): boolean {
+    return this.watched.has(deviceId);
+  }
+
+  deviceTriggers(deviceId: string): DeviceTriggerEntry[] {
+    return this.byDevice.get(deviceId) ?? [];
+  }
+
+  hasGeofenceTriggers(): boolean {
+    return this.geofences.length > 0;
+  }
+
+  geofenceTriggers(): GeofenceTriggerEntry[] {
+    return this.geofences;
+  }
+
+  scheduleTriggers(): ScheduleEntry[] {
+    return this.schedules;
+  }
+
+  /** Rules change seldom; the lookups are rebuilt whole on each change. */
+  private derive(): void {
+    this.byDevice = new Map();
+    this.watched = new Set();
+    this.geofences = [];
+    this.schedules = [];
+    for (const { rule } of this.rules.values()) {
+      for (const id of RuleIndex.devicesOf(rule.definition)) this.watched.add(id);
+      for (const node of rule.definition.nodes) {
+        if (node.type !== 'trigger') continue;
+        const c = node.config;
+        switch (c.resourceType) {
+          case 'device':
+            this.byDevice.set(c.deviceId, [...(this.byDevice.get(c.deviceId) ?? []), { rule, nodeId: node.id, ...(c.fields ? { fields: new Set(c.fields) } : {}) }]);
+            break;
+          case 'geofence':
+            this.geofences.push({ rule, nodeId: node.id, geofenceId: c.geofenceId, event: c.event });
+            break;
+          case 'schedule':
+            this.schedules.push({ rule, nodeId: node.id, cron: c.cron, ...(c.timezone ? { timezone: c.timezone } : {}) });
+            break;
+          case 'button':
+            break;
+          default: {
+            const _: never = c;
+            return _;
+          }
+        }
+      }
+    }
+  }
+}
