@@ -6,7 +6,7 @@ import pg from 'pg';
 import type { MqttClient } from 'mqtt';
 import { createTestDatabase } from '../support/cluster.js';
 import { RedisServer } from '../support/redis.js';
-import { PlatformNode, until } from '../support/nodes.js';
+import { LEADER_PARTS, PlatformNode, until } from '../support/nodes.js';
 import { ChirpStackStandIn } from '../standins/chirpstack.js';
 
 /**
@@ -21,7 +21,7 @@ import { ChirpStackStandIn } from '../standins/chirpstack.js';
 const EUI = '70b3d57ed0000001';
 const CS_TOKEN = 'chirpstack-api-token';
 const ROOT = 'svc/generic/v2/cluster';
-const PARTS = ['commands', 'channels-http', 'external-brokers', 'geofence-tracking', 'output-mqtt', 'read-models', 'rules'];
+const PARTS = LEADER_PARTS;
 
 interface Ctx {
   redis: RedisServer;

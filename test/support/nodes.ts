@@ -7,6 +7,8 @@ import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 const ROOT = new URL('../..', import.meta.url).pathname;
 
 export const NODE_ADMIN = { username: 'admin', password: 'admin-password-1' };
+/** Every part that runs once across a cluster (the projection runner, each reactor, the external brokers' connections), as health names them. */
+export const LEADER_PARTS = ['channels-http', 'commands', 'external-brokers', 'geofence-tracking', 'output-mqtt', 'read-models', 'rules'];
 export const NODE_SECRET = 'cluster-test-secret-that-is-long-enough-0123456789';
 
 /**
@@ -80,7 +82,7 @@ export class PlatformNode {
 
   async health(): Promise<{ status: number; body: Record<string, any> }> {
     try {
-      const res = await fetch(`${this.base}/api/health`, { signal: AbortSignal.timeout(3000) });
+      const res = await fetch(`${this.base}/api/health`, { signal: AbortSignal.timeout(10_000) });
       return { status: res.status, body: (await res.json()) as Record<string, any> };
     } catch (err) {
       return { status: 0, body: { error: (err as Error).message } };
