@@ -20,6 +20,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
+import pgDriver from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { RedisServer } from '../support/redis.js';
 import { PlatformNode } from '../support/nodes.js';
@@ -44,12 +45,16 @@ interface Figures {
   crossNode?: { p50LatencyMs: number; p99LatencyMs: number; messages: number };
   acked: number;
   lost: number;
+  /** Of the `lost` (acknowledged, never at the consumer): how many are in the event store all the same. */
+  lostButStored: number;
+  /** Times the consumer's connection closed during the run. */
+  consumerDisconnects: number;
 }
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
 
 /** Sets up devices and a consumer channel through `nodes[0]`, then publishes for SECONDS: connection i to node i % nodes. */
-async function measure(nodes: PlatformNode[]): Promise<Figures> {
+async function measure(nodes: PlatformNode[], databaseUrl: string): Promise<Figures> {
   const first = nodes[0]!;
   const must = async (method: string, path: string, body?: unknown) => {
     const res = await first.call(method, path, body);
@@ -108,6 +113,8 @@ async function measure(nodes: PlatformNode[]): Promise<Figures> {
   const crossLatencies: number[] = [];
   let lastDelivery = 0;
   let ackedInWindow = 0;
+  let consumerDisconnects = 0;
+  consumer.on('close', () => consumerDisconnects++);
   consumer.on('message', (_topic, payload) => {
     const m = JSON.parse(String(payload)) as { diff: { seq?: string; t?: number; n?: number } };
     if (!m.diff.seq || !m.diff.t || delivered.has(m.diff.seq)) return;
@@ -137,7 +144,15 @@ async function measure(nodes: PlatformNode[]): Promise<Figures> {
   const elapsed = (Date.now() - started) / 1000;
   const drainUntil = Date.now() + 20_000;
   while (Date.now() < drainUntil && [...acked].some((k) => !delivered.has(k))) await new Promise((r) => setTimeout(r, 100));
+  const disconnects = consumerDisconnects;
   await Promise.all([...clients, consumer].map((c) => c.endAsync()));
+  const missing = [...acked].filter((k) => !delivered.has(k));
+  const db = new pgDriver.Client({ connectionString: databaseUrl });
+  await db.connect();
+  const stored = missing.length
+    ? Number((await db.query<{ n: string }>(`SELECT count(DISTINCT data->'payload'->>'seq') AS n FROM es.events WHERE type = 'DeviceReported' AND data->'payload'->>'seq' = ANY($1::text[])`, [missing])).rows[0]!.n)
+    : 0;
+  await db.end();
   latencies.sort((a, b) => a - b);
   crossLatencies.sort((a, b) => a - b);
   return {
@@ -147,7 +162,9 @@ async function measure(nodes: PlatformNode[]): Promise<Figures> {
     p99LatencyMs: pct(latencies, 0.99),
     ...(nodes.length > 1 ? { crossNode: { p50LatencyMs: pct(crossLatencies, 0.5), p99LatencyMs: pct(crossLatencies, 0.99), messages: crossLatencies.length } } : {}),
     acked: acked.size,
-    lost: [...acked].filter((k) => !delivered.has(k)).length,
+    lost: missing.length,
+    lostButStored: stored,
+    consumerDisconnects: disconnects,
   };
 }
 
@@ -166,7 +183,7 @@ async function main(): Promise<void> {
       nodes.push(await node.start());
     }
     try {
-      return await measure(nodes);
+      return await measure(nodes, pg.url(database));
     } finally {
       for (const n of nodes) await n.stop();
       await r?.destroy();
