@@ -105,7 +105,7 @@ export class PlatformNode {
 
   mqttClient(username: string, password: string, options: IClientOptions = {}): Promise<MqttClient> {
     return new Promise((resolve, reject) => {
-      const client = mqtt.connect(`mqtt://127.0.0.1:${this.mqtt}`, { username, password, reconnectPeriod: 0, connectTimeout: 5000, protocolVersion: 4, ...options });
+      const client = mqtt.connect(`mqtt://127.0.0.1:${this.mqtt}`, { username, password, reconnectPeriod: 0, connectTimeout: 10_000, protocolVersion: 4, ...options });
       client.once('connect', () => resolve(client));
       client.once('error', (err) => {
         client.end(true);
