@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
+import { hostname } from 'node:os';
 
 /**
  * Configuration, all from the environment, checked at start. A bad value stops
@@ -23,6 +24,10 @@ export interface Config {
   metricsToken: string | null;
   /** MQTT over TLS: its port and the PEM files of its certificate (chain) and key; null: no TLS port. */
   mqttTls: { port: number; certFile: string; keyFile: string } | null;
+  /** Set: this process is one node of a cluster sharing the database and this Redis (`docs/operations.md`). */
+  redisUrl: string | null;
+  /** This node's name in logs, health and `es.leases`. */
+  nodeName: string;
 }
 
 export class ConfigError extends Error {}
@@ -62,6 +67,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const jwtSecret = text('JWT_SECRET');
   if (jwtSecret !== null && jwtSecret.length < 32) throw new ConfigError('JWT_SECRET must have at least 32 characters');
 
+  const redisUrl = url('REDIS_URL', ['redis', 'rediss']);
+  // The nodes of a cluster share one database and sign tokens that every node accepts.
+  if (redisUrl !== null && text('DATABASE_URL') === null) throw new ConfigError('REDIS_URL needs DATABASE_URL: the nodes of a cluster share one PostgreSQL (the private one under DATA_DIR serves one process)');
+  if (redisUrl !== null && jwtSecret === null) throw new ConfigError('REDIS_URL needs JWT_SECRET: every node of a cluster must accept the tokens the others sign');
+  const nodeName = text('NODE_NAME') ?? `${hostname()}-${process.pid}`;
+  if (!/^[\w.:-]{1,100}$/.test(nodeName)) throw new ConfigError(`NODE_NAME must be 1 to 100 letters, digits, '.', ':', '_' or '-', got '${nodeName}'`);
+
   const logLevel = (text('LOG_LEVEL') ?? 'info') as Config['logLevel'];
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
 
@@ -82,6 +94,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tokenTtlSeconds: int('TOKEN_TTL_SECONDS', 3600, 60, 30 * 24 * 3600),
     metricsToken,
     mqttTls: mqttTls(text, int),
+    redisUrl,
+    nodeName,
   };
 }
 

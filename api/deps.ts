@@ -9,6 +9,7 @@ import { handle, type CommandContext, type Decider, type Handled, type HandleOpt
 import type { DomainEvent } from '../domain/shared/events.js';
 import { commandContext } from './http.js';
 import type { Principals } from './auth/principals.js';
+import type { SubscriberCluster } from '../domain/eventstore/subscriber.js';
 
 /** What every capability's routes are built from; assembled once by the composition root. */
 export interface Deps {
@@ -21,6 +22,8 @@ export interface Deps {
   jwtSecret: string;
   /** Who a verified token speaks for; follows the users read model. */
   principals: Principals;
+  /** Cluster mode (`REDIS_URL`): leadership of the subscribers and this node's indexes; absent on a single process. */
+  cluster?: SubscriberCluster | null;
 }
 
 /**

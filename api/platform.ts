@@ -47,8 +47,10 @@ import { HttpChannels } from '../reactors/channels/http.js';
 import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js';
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
+import { startCluster, type ClusterNode } from './cluster.js';
+import { leaderOnly } from '../domain/eventstore/leases.js';
 import { liveChannelRoutes } from './channels/live.js';
-import { createMetrics, metricsRoute } from './metrics.js';
+import { createMetrics, metricsRoute , type Lagging } from './metrics.js';
 import { measuredStore } from '../domain/eventstore/measured.js';
 import { ruleRoutes } from './rules/routes.js';
 import { deviceCommands } from './commands/send.js';
@@ -132,21 +134,26 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const engine: EventStore = versioned(config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool));
     const store = metrics ? measuredStore(engine, metrics.store) : engine;
     started.push(() => store.close());
+    // REDIS_URL: one node of a cluster (api/cluster.ts); otherwise the single process, which leads everything.
+    const cluster: ClusterNode | null = config.redisUrl ? await startCluster(config, database.url, db, store, log) : null;
+    if (cluster) started.push(() => cluster.stop());
     // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
     // One translator sandbox per process; its index follows uploads and device preferences inside the projection runner.
     const sandbox = createSandbox();
     started.push(() => sandbox.dispose());
     const translation = new Translation(store, db, sandbox, log);
     await translation.load();
-    const ingest = await createIngest(store, db, log, { decoder: translation, metrics: metrics?.ingest });
+    const ingest = await createIngest(store, db, log, { decoder: translation, metrics: metrics?.ingest, ...(cluster ? { redeliveries: cluster.redis.redeliveries } : {}) });
     const principals = new Principals(db);
     // Generic connectors' external brokers: connections follow the connectors' events, once committed.
     const externalBrokers = new ExternalBrokers({ store, db, log, registry: ingest.registry, logs: ingest.logs, ingest });
-    const projections = new ProjectionRunner(store, db, [...allProjections(), ingest.registry.projection, translation.projection, principals.projection, externalBrokers.projection], log);
+    // The node's in-memory indexes: inside the runner on a single process; on a follower of their own on each node of a cluster.
+    const indexes = [ingest.registry.projection, translation.projection, principals.projection, externalBrokers.projection];
+    const projections = cluster ? await cluster.runner(allProjections(), indexes) : new ProjectionRunner(store, db, [...allProjections(), ...indexes], log);
     started.push(() => projections.stop());
     await projections.start();
 
-    const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals };
+    const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals, cluster: cluster?.subscribers ?? null };
     await bootstrapAdmin(deps);
 
     const openapi = loadOpenApi();
@@ -161,8 +168,9 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
           // The PostgreSQL store lives in the same database; EventStoreDB is a server of its own.
           store.kind === 'postgres' ? Promise.resolve(true) : store.readAll({ limit: 1 }).then(() => true, () => false),
         ]);
-        const ready = dbUp && storeUp && projections.healthy;
-        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked } };
+        const node = cluster?.health();
+        const ready = dbUp && storeUp && projections.healthy && (node?.ready ?? true);
+        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked + (node?.parked ?? 0), ...(node ? { cluster: node.detail } : {}) } };
       },
     });
 
@@ -178,21 +186,22 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     });
     started.push(() => ingest.stop());
     const tls = config.mqttTls && { port: config.mqttTls.port, cert: readFileSync(config.mqttTls.certFile, 'utf8'), key: readFileSync(config.mqttTls.keyFile, 'utf8') };
-    const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock });
+    const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock, ...(cluster ? { backends: cluster.redis.backends } : {}) });
 
-    // Reactors: side effects driven by committed events, each from its own checkpoint.
-    const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs };
+    // Reactors: side effects driven by committed events, each from its own checkpoint (in a cluster: where it leads).
+    const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs, cluster: deps.cluster };
     const reactors = [
       new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
-      new HttpChannels(store, db, ingest.registry, ingest.logs, log),
+      new HttpChannels(store, db, ingest.registry, ingest.logs, log, undefined, deps.cluster),
       new GeofenceTracking(deps),
       new CommandDelivery({ ...reactorDeps, projections }, (connector, topic, message, key) => {
         if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
         return externalBrokers.publish(connector.id, topic, message, key, COMMAND_RETRY.callTimeoutMs);
       }),
-      externalBrokers,
+      // One connection per connector across the cluster: held by the node that leads `external-brokers`.
+      leaderOnly(cluster?.leases ?? null, 'external-brokers', externalBrokers),
       new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
-      new CalculationReactor({ store, db, log, projections, clock: deps.clock }),
+      new CalculationReactor({ store, db, log, projections, clock: deps.clock, cluster: deps.cluster }),
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());
@@ -200,7 +209,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     }
     metrics?.follow({
       sandbox: () => sandbox.stats(),
-      subscribers: () => [projections.subscriber, ...reactors.flatMap((r) => ('subscriber' in r && r.subscriber ? [r.subscriber] : []))],
+      subscribers: () => [projections.subscriber, ...reactors.flatMap((r): Lagging[] => ('subscriber' in r && r.subscriber ? [r.subscriber as Lagging] : []))],
     });
     const httpPort = (server.address() as AddressInfo).port;
     log.info({ port: httpPort }, 'HTTP listening');

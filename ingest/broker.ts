@@ -70,6 +70,8 @@ export interface BrokerOptions {
   metrics?: BrokerMetrics | null;
   /** The platform clock: a message's `receivedAt`, which becomes its report's `reportedAt`. */
   clock?: () => Date;
+  /** In a cluster: the shared message bus and session persistence (`ingest/cluster.ts`); absent: in memory. */
+  backends?: { mq: unknown; persistence: unknown };
 }
 
 export interface Broker {
@@ -206,6 +208,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   };
 
   const aedes = await Aedes.createBroker({
+    ...(options.backends ? { mq: options.backends.mq, persistence: options.backends.persistence } : {}),
     connectTimeout: 10_000,
     maxClientsIdLength: 256,
     preConnect(client, _packet, callback) {
@@ -389,6 +392,8 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   };
   aedes.on('clientError', connectionEnded);
   aedes.on('connectionError', connectionEnded);
+  // A persistence that failed (Redis in a cluster) is reported here; the broker goes on.
+  (aedes as unknown as NodeJS.EventEmitter).on('error', (err: Error) => log.error({ err }, 'MQTT broker: its session store failed'));
 
   // An app deleted, or given a new secret, loses the connections it opened with the old one.
   const stopRevoking = registry.onAppRevoked((appId) => {

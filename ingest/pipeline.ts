@@ -72,6 +72,8 @@ export interface PipelineOptions {
   maxBatch?: number;
   /** Decodes raw uplinks (`encodedData`) with the device's translators before the report becomes an event. */
   decoder?: Decoder;
+  /** In a cluster: the redelivery memory of every node (`ingest/cluster.ts`), asked for keys this node does not remember. */
+  redeliveries?: { get(keys: string[]): Promise<(string | null)[]>; put(entries: { key: string; hash: string }[]): Promise<void> };
   metrics?: IngestMetrics;
 }
 
@@ -83,6 +85,9 @@ export interface IngestMetrics {
   latency: Histogram;
   messages: Counter<'outcome'>;
 }
+
+/** How many of the latest stored events a node looks through for messages it may have stored before (a restart, another node's crash). */
+const SEED_WINDOW = 100_000;
 
 /** Recently stored QoS > 0 messages kept for recognising redeliveries. */
 const DEDUP_CAPACITY = 200_000;
@@ -142,15 +147,17 @@ export class IngestPipeline {
     this.maxBatch = options.maxBatch ?? 2000;
     this.decoder = options.decoder ?? null;
     this.metrics = options.metrics ?? null;
+    this.redeliveries = options.redeliveries ?? null;
   }
   private readonly decoder: Decoder | null;
   private readonly metrics: IngestMetrics | null;
+  private readonly redeliveries: PipelineOptions['redeliveries'] | null;
 
   /**
    * Fills the redelivery memory from the latest stored reports, so a message
    * stored just before a crash and sent again after the restart is stored once.
    */
-  async seed(limit = 100_000): Promise<void> {
+  async seed(limit = SEED_WINDOW): Promise<void> {
     if (this.store.kind !== 'postgres') return;
     const { rows } = await sql<{ c: string; a: string }>`SELECT metadata->>'correlationId' AS c, metadata->>'actor' AS a FROM es.events
       WHERE type = 'DeviceReported' ORDER BY global_position DESC LIMIT ${limit}`.execute(this.db);
@@ -212,6 +219,7 @@ export class IngestPipeline {
     const batch = this.pending.splice(0, this.maxBatch);
     if (batch.length === 0) return;
     const started = this.metrics ? performance.now() : 0;
+    if (this.redeliveries) await this.recall(batch);
     const units: Unit[] = [];
     const answered: IngestMessage[] = [];
     for (const m of batch) {
@@ -245,6 +253,8 @@ export class IngestPipeline {
     }
     for (const u of outcome.refused) this.refuse(u.message, 'the database refused its content');
     for (const u of outcome.stored) if (u.message.dedup) this.stored.set(u.message.dedup.key, { hash: u.message.dedup.hash, conn: u.message.conn ?? null });
+    // Before the PUBACKs: a publisher that reconnects to another node and sends again must find them.
+    if (this.redeliveries) await this.redeliveries.put(outcome.stored.flatMap((u) => (u.message.dedup ? [{ key: u.message.dedup.key, hash: u.message.dedup.hash }] : [])));
     for (const u of outcome.failed) u.message.done(new Error('storing the message failed'));
 
     const acked = [...answered, ...outcome.stored.map((u) => u.message), ...outcome.refused.map((u) => u.message)];
@@ -266,6 +276,32 @@ export class IngestPipeline {
     if (answered) m.messages.inc({ outcome: 'answered' }, answered);
     if (outcome.refused.length) m.messages.inc({ outcome: 'refused' }, outcome.refused.length);
     if (outcome.failed.length) m.messages.inc({ outcome: 'failed' }, outcome.failed.length);
+  }
+
+  /**
+   * Learns from the other nodes which of the batch's keys they stored: as
+   * messages of another connection. A re-send (DUP) that no node remembers may
+   * come from a node that died between storing it and recording it in Redis:
+   * it is looked for among the latest reports in the store, as at start (`seed`).
+   */
+  private async recall(batch: IngestMessage[]): Promise<void> {
+    const keys = [...new Set(batch.flatMap((m) => (m.dedup && !this.stored.has(m.dedup.key) ? [m.dedup.key] : [])))];
+    const hashes = await this.redeliveries!.get(keys);
+    keys.forEach((key, i) => {
+      const hash = hashes[i];
+      if (hash) this.stored.set(key, { hash, conn: null });
+    });
+    const unknown = batch.filter((m) => m.dedup?.redelivery && !this.stored.has(m.dedup.key));
+    if (unknown.length === 0 || this.store.kind !== 'postgres') return;
+    try {
+      const { rows } = await sql<{ c: string }>`SELECT metadata->>'correlationId' AS c FROM es.events
+        WHERE global_position > (SELECT coalesce(max(global_position), 0) - ${SEED_WINDOW} FROM es.events)
+          AND type = 'DeviceReported' AND metadata->>'correlationId' = ANY(${unknown.map((m) => m.correlationId)}::text[])`.execute(this.db);
+      const found = new Set(rows.map((r) => r.c));
+      for (const m of unknown) if (found.has(m.correlationId)) this.stored.set(m.dedup!.key, { hash: m.dedup!.hash, conn: null });
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'looking up re-sent messages in the store failed; they are treated as new');
+    }
   }
 
   /** A message that will not be stored, logged on its credentials set; its publisher gets its PUBACK. */

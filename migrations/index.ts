@@ -13,6 +13,7 @@ import * as translatorCodecs from './0020_translator_codecs.js';
 import * as rules from './0030_rules.js';
 import * as calculations from './0033_calculations.js';
 import * as locationsOrganizationsApps from './0036_locations_organizations_apps.js';
+import * as leases from './0047_leases.js';
 import * as audit from './0050_audit.js';
 import * as deviceSnapshots from './0051_device_snapshots.js';
 import * as analytics from './0052_analytics.js';
@@ -36,6 +37,7 @@ export const migrations: Record<string, Migration> = {
   '0030_rules': rules,
   '0033_calculations': calculations,
   '0036_locations_organizations_apps': locationsOrganizationsApps,
+  '0047_leases': leases,
   '0050_audit': audit,
   '0051_device_snapshots': deviceSnapshots,
   '0052_analytics': analytics,

@@ -1,7 +1,8 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
-import { CheckpointedSubscriber } from '../domain/eventstore/subscriber.js';
+import { CheckpointedSubscriber, loadCheckpoint } from '../domain/eventstore/subscriber.js';
+import { notifyCheckpoint, type Leases } from '../domain/eventstore/leases.js';
 import { comparePositions, type Position, type RecordedEvent } from '../domain/shared/events.js';
 import { UnavailableError } from '../domain/shared/errors.js';
 import type { Database } from './database.js';
@@ -31,6 +32,20 @@ interface Waiter {
 }
 
 /**
+ * Cluster mode: the runner leads on one node (`leases`); every node learns
+ * the leader's checkpoint from `NOTIFY` (polling while writers wait, should a
+ * notification be missed), and `indexes` is this node's own follower of the
+ * log, which writers wait for as well.
+ */
+export interface RunnerCluster {
+  leases: Leases;
+  indexes: { readonly position: Position | null; waitFor(position: Position, timeoutMs: number): Promise<void> };
+}
+
+/** How often a node polls the leader's checkpoint while writers wait for it. */
+const POLL_MS = 250;
+
+/**
  * Applies the store's global order, in batches, to every projection in one
  * transaction that also stores the checkpoint (the checkpointed subscriber in
  * transactional mode), so a crash never applies half a batch, nor one twice.
@@ -47,6 +62,7 @@ export class ProjectionRunner {
     private readonly projections: Projection[],
     log: Logger,
     readonly name = 'read-models',
+    private readonly cluster: RunnerCluster | null = null,
   ) {
     this.subscriber = new CheckpointedSubscriber<Database>({
       name,
@@ -55,18 +71,76 @@ export class ProjectionRunner {
       log,
       batchSize: 1000,
       transactional: true,
+      cluster: cluster && { leases: cluster.leases, ready: async () => {} },
       handle: async (batch, tx) => {
         for (const projection of this.projections) await projection.apply(tx!, batch);
+        // Delivered to every node when (and only if) the batch commits.
+        if (cluster) await notifyCheckpoint(tx!, name, batch[batch.length - 1]!.position.commit, batch[batch.length - 1]!.position.prepare);
       },
       done: (batch, last) => {
         for (const projection of this.projections) projection.committed?.(batch);
-        const ready = this.waiters.filter((w) => comparePositions(last, w.position) >= 0);
-        if (ready.length) {
-          this.waiters = this.waiters.filter((w) => comparePositions(last, w.position) < 0);
-          for (const w of ready) w.resolve();
-        }
+        this.observe(last);
       },
     });
+    if (cluster) {
+      cluster.leases.onCheckpoint((payload) => {
+        const [n, c, p] = payload.split(' ');
+        if (n === name && c && p) this.observe({ commit: BigInt(c), prepare: BigInt(p) });
+      });
+    }
+  }
+
+  /** The furthest checkpoint of the read models known here: applied by this node, or notified by the leader. */
+  private known: Position | null = null;
+  private poll: NodeJS.Timeout | null = null;
+
+  /** The read models include everything up to `at`: writers waiting for it (and this node's indexes) are answered. */
+  private observe(at: Position): void {
+    if (!this.known || comparePositions(at, this.known) > 0) this.known = at;
+    this.settle();
+  }
+
+  private settle(): void {
+    if (this.waiters.length === 0) return;
+    const ready = this.waiters.filter((w) => this.modelsReached(w.position));
+    if (ready.length) {
+      this.waiters = this.waiters.filter((w) => !ready.includes(w));
+      for (const w of ready) w.resolve();
+    }
+  }
+
+  /** The read models' checkpoint: what this node applied, or what the leader notified, whichever is further. */
+  private get models(): Position | null {
+    const own = this.subscriber.position;
+    if (!own) return this.known;
+    return !this.known || comparePositions(own, this.known) > 0 ? own : this.known;
+  }
+
+  private modelsReached(position: Position): boolean {
+    const at = this.models;
+    return at !== null && comparePositions(at, position) >= 0;
+  }
+
+  private reached(position: Position): boolean {
+    if (!this.modelsReached(position)) return false;
+    const local = this.cluster?.indexes.position;
+    return !this.cluster || (local != null && comparePositions(local, position) >= 0);
+  }
+
+  /** While writers wait on a node that does not lead: reads the leader's checkpoint, in case a notification was lost. */
+  private polling(): void {
+    if (!this.cluster || this.poll || this.waiters.length === 0) return;
+    this.poll = setTimeout(async () => {
+      try {
+        const at = await loadCheckpoint(this.db, this.name);
+        if (at) this.observe(at);
+      } catch {
+        // The database does not answer: writers time out with 503, as they would on one node.
+      }
+      this.poll = null;
+      this.polling();
+    }, POLL_MS);
+    this.poll.unref();
   }
 
   /** Applies everything stored so far, then follows live; resolves once caught up. */
@@ -76,11 +150,18 @@ export class ProjectionRunner {
 
   async stop(): Promise<void> {
     await this.subscriber.stop();
+    if (this.poll) clearTimeout(this.poll);
+    this.poll = null;
   }
 
-  /** True once started and the last batch did not fail. */
+  /** True once started and the last batch did not fail (a standby of a cluster is healthy). */
   get healthy(): boolean {
     return this.subscriber.healthy;
+  }
+
+  /** `leading`, `standby` (another node of the cluster applies the read models) or `stopped`. */
+  get role(): 'leading' | 'standby' | 'stopped' {
+    return this.subscriber.role;
   }
 
   /** Events set aside because no projection could apply them (see `CheckpointedSubscriber`). */
@@ -88,15 +169,30 @@ export class ProjectionRunner {
     return this.subscriber.parked;
   }
 
+  /** The read models' checkpoint as known on this node. */
   get checkpoint(): Position | null {
-    return this.subscriber.position;
+    return this.models;
   }
 
-  /** Resolves once the read models include the event at `position`; `UnavailableError` after `timeoutMs`. */
+  /**
+   * Resolves once the read models include the event at `position` (in a
+   * cluster: the leader's checkpoint has passed it, and so has this node's
+   * indexes); `UnavailableError` after `timeoutMs`.
+   */
   waitFor(position: Position, timeoutMs: number): Promise<void> {
-    const at = this.subscriber.position;
-    if (at && comparePositions(at, position) >= 0) return Promise.resolve();
-    return new Promise((resolve, reject) => {
+    if (this.reached(position)) return Promise.resolve();
+    if (this.cluster) {
+      // The node's indexes answer through their own waiter; the read models through this runner's.
+      const local = this.cluster.indexes.waitFor(position, timeoutMs);
+      const models = this.waitForModels(position, timeoutMs);
+      return Promise.all([local, models]).then(() => undefined);
+    }
+    return this.waitForModels(position, timeoutMs);
+  }
+
+  private waitForModels(position: Position, timeoutMs: number): Promise<void> {
+    if (this.modelsReached(position)) return Promise.resolve();
+    const promise = new Promise<void>((resolve, reject) => {
       const waiter: Waiter = {
         position,
         resolve: () => {
@@ -110,6 +206,8 @@ export class ProjectionRunner {
       }, timeoutMs);
       this.waiters.push(waiter);
     });
+    this.polling();
+    return promise;
   }
 
   /** Applies every event stored so far, then returns. Used by rebuild and tests. */

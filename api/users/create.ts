@@ -2,6 +2,7 @@ import type { Deps } from '../deps.js';
 import { write } from '../deps.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
 import { newUserId } from '../../domain/shared/ids.js';
+import { ConflictError, UnavailableError } from '../../domain/shared/errors.js';
 import { hashPassword } from '../../domain/users/password.js';
 import { userDecider, userStream, type Profile, type Unit } from '../../domain/users/user.js';
 import { usernameDecider, usernameStream } from '../../domain/users/username.js';
@@ -29,12 +30,20 @@ export async function bootstrapAdmin(deps: Deps): Promise<void> {
   const any = await deps.db.selectFrom('users').select('id').limit(1).executeTakeFirst();
   if (any) return;
   const now = deps.clock().toISOString();
-  await createUser(
-    deps,
-    { actor: 'system:bootstrap', correlationId: `bootstrap-${now}`, now },
-    { username: adminUsername, enabled: true, requiredActions: [], attributes: { roles: ['admin'] } },
-    adminPassword,
-    false,
-  );
+  try {
+    await createUser(
+      deps,
+      { actor: 'system:bootstrap', correlationId: `bootstrap-${now}`, now },
+      { username: adminUsername, enabled: true, requiredActions: [], attributes: { roles: ['admin'] } },
+      adminPassword,
+      false,
+    );
+  } catch (err) {
+    // Nodes of a cluster starting together: the username's claim lets one of them create the admin.
+    if (err instanceof ConflictError) return deps.log.info({ username: adminUsername }, 'the first admin was created by another node');
+    // Stored; the read models (led by another node, or not led yet) show it shortly.
+    if (err instanceof UnavailableError) return deps.log.warn({ username: adminUsername }, 'created the first admin; the read models have not caught up yet');
+    throw err;
+  }
   deps.log.info({ username: adminUsername }, 'created the first admin');
 }

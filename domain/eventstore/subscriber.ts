@@ -2,6 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore, Subscription } from './port.js';
 import type { Position, RecordedEvent } from '../shared/events.js';
+import { LeaseLostError, SOLE, type Fence, type Leases } from './leases.js';
 
 /**
  * The one mechanism for everything that follows the event log: the
@@ -22,6 +23,15 @@ import type { Position, RecordedEvent } from '../shared/events.js';
  * subscriber moves past it. One event that cannot be handled (a value a
  * read model refuses, a bug in a handler) never holds up every later event;
  * an outage of the database only pauses, and nothing is parked for it.
+ *
+ * In a cluster (`cluster` given) a subscriber runs only on the node that
+ * leads its name (`Leases`): elsewhere it stands by. Its fence is checked
+ * inside every batch transaction (transactional), before every batch and with
+ * every checkpoint (otherwise), and by the handler before each side effect
+ * (`fence.check()`), so a node that lost the lead never applies, delivers or
+ * moves the checkpoint. Before a batch is handled, the node's in-memory
+ * indexes (`cluster.ready`) must have applied it, since handlers look things
+ * up in them.
  */
 export interface SubscriberOptions<DB> {
   /** The checkpoint's name in `es.checkpoints`. */
@@ -34,6 +44,21 @@ export interface SubscriberOptions<DB> {
   handle(batch: RecordedEvent[], tx: Transaction<DB> | null): Promise<void>;
   /** After a batch is done and its checkpoint saved (transactional: committed). */
   done?(batch: RecordedEvent[], position: Position): void;
+  /**
+   * Where the checkpoint lives: `es.checkpoints` (the default), or only in
+   * memory, starting after `from` (a node's own indexes, rebuilt at each start).
+   */
+  checkpoint?: 'stored' | { from: Position | null };
+  /** The part's own state, started where it leads (before the first batch) and stopped where it stops leading. */
+  leading?: { gained(fence: Fence): Promise<void>; lost(): Promise<void> };
+  /** Cluster mode: leadership and the node's indexes. Absent: a single process, which leads everything. */
+  cluster?: SubscriberCluster | null;
+}
+
+export interface SubscriberCluster {
+  leases: Leases;
+  /** Resolves once this node's in-memory indexes have applied everything up to `position`. */
+  ready(position: Position): Promise<void>;
 }
 
 /** How far a subscriber is behind the store: events not yet handled, and the age in seconds of the oldest of them. */
@@ -49,8 +74,20 @@ export class CheckpointedSubscriber<DB> {
   private at: Position | null = null;
   private subscription: Subscription | null = null;
   private lastError: unknown = null;
+  private current: Fence | null = null;
+  private registered = false;
 
   constructor(private readonly options: SubscriberOptions<DB>) {}
+
+  /** What proves this node may act for the subscriber now: check it before each side effect. */
+  get fence(): Fence {
+    return this.current ?? (this.options.cluster ? STANDBY : SOLE);
+  }
+
+  /** `leading` (running here), `standby` (another node leads), or `stopped`. */
+  get role(): 'leading' | 'standby' | 'stopped' {
+    return this.current ? 'leading' : this.registered ? 'standby' : 'stopped';
+  }
 
   get name(): string {
     return this.options.name;
@@ -61,8 +98,9 @@ export class CheckpointedSubscriber<DB> {
     return this.at;
   }
 
-  /** Started, and the last batch did not fail. */
+  /** Started, and the last batch did not fail; in a cluster, a standby is healthy too. */
   get healthy(): boolean {
+    if (this.registered && !this.current) return true;
     return this.subscription !== null && this.lastError === null;
   }
 
@@ -83,9 +121,25 @@ export class CheckpointedSubscriber<DB> {
     return { events, seconds: Number.isFinite(time) ? Math.max(0, (now - time) / 1000) : 0 };
   }
 
-  /** Loads the checkpoint; with `catchUp`, applies everything stored so far before following live. */
+  /**
+   * Loads the checkpoint; with `catchUp`, applies everything stored so far
+   * before following live. In a cluster it only registers for leadership
+   * and returns: the subscriber starts whenever this node takes the lead.
+   */
   async start({ catchUp = false }: { catchUp?: boolean } = {}): Promise<void> {
-    this.at = await loadCheckpoint(this.options.db, this.options.name);
+    const cluster = this.options.cluster;
+    if (cluster && this.options.checkpoint !== undefined && this.options.checkpoint !== 'stored') throw new Error('a node-local subscriber has no leadership');
+    if (!cluster) return this.run(SOLE, catchUp);
+    this.registered = true;
+    cluster.leases.register(this.options.name, { lead: (fence) => this.run(fence, false), standDown: () => this.halt() });
+  }
+
+  private async run(fence: Fence, catchUp: boolean): Promise<void> {
+    const checkpoint = this.options.checkpoint ?? 'stored';
+    this.at = checkpoint === 'stored' ? await loadCheckpoint(this.options.db, this.options.name) : checkpoint.from;
+    this.current = fence;
+    this.lastError = null;
+    await this.options.leading?.gained(fence);
     if (catchUp) await this.catchUp();
     const { store, batchSize = 500, log, name } = this.options;
     this.subscription = store.subscribe(
@@ -93,6 +147,7 @@ export class CheckpointedSubscriber<DB> {
         after: this.at,
         batchSize,
         onError: (error) => {
+          if (error instanceof LeaseLostError) return log.warn({ subscriber: name }, 'another node leads this subscriber now; stopping here');
           this.lastError = error;
           log.error({ err: error, subscriber: name }, 'a batch of the event log failed; retrying it');
         },
@@ -112,18 +167,18 @@ export class CheckpointedSubscriber<DB> {
       return;
     } catch (error) {
       // The first failure is retried as it is, by the subscription, after a pause: most failures are passing ones.
-      if (++this.failures < 2) throw error;
+      if (error instanceof LeaseLostError || ++this.failures < 2) throw error;
     }
     this.failures = 0;
     for (const event of batch) {
       try {
         await this.apply([event]);
       } catch (first) {
-        if (!(await this.databaseAnswers())) throw first;
+        if (first instanceof LeaseLostError || !(await this.databaseAnswers())) throw first;
         try {
           await this.apply([event]);
         } catch (again) {
-          if (!(await this.databaseAnswers())) throw again;
+          if (again instanceof LeaseLostError || !(await this.databaseAnswers())) throw again;
           await this.park(event, again);
         }
       }
@@ -143,11 +198,13 @@ export class CheckpointedSubscriber<DB> {
     const { db, name, log } = this.options;
     const why = String((error as Error)?.message ?? error).slice(0, 2000);
     log.error({ err: error, subscriber: name, eventId: event.id, streamId: event.streamId, type: event.type }, 'an event could not be handled; it is set aside and the subscriber moves on');
+    const fence = this.fence;
     await db.transaction().execute(async (tx) => {
+      await fence.hold(tx);
       await sql`INSERT INTO es.parked_events (subscriber, event_id, stream_id, type, commit_position, prepare_position, error)
         VALUES (${name}, ${event.id}, ${event.streamId}, ${event.type}, ${String(event.position.commit)}, ${String(event.position.prepare)}, ${why})
         ON CONFLICT DO NOTHING`.execute(tx);
-      await saveCheckpoint(tx, name, event.position);
+      if (this.stored) await saveCheckpoint(tx, name, event.position);
     });
     this.at = event.position;
     this.parked++;
@@ -155,8 +212,25 @@ export class CheckpointedSubscriber<DB> {
   }
 
   async stop(): Promise<void> {
+    if (this.registered) {
+      this.registered = false;
+      await this.options.cluster!.leases.unregister(this.options.name);
+      return;
+    }
+    await this.halt();
+  }
+
+  /** Stops following, then the part's own state. */
+  private async halt(): Promise<void> {
+    const leading = this.current !== null;
     await this.subscription?.stop();
     this.subscription = null;
+    if (leading) await this.options.leading?.lost();
+    this.current = null;
+  }
+
+  private get stored(): boolean {
+    return (this.options.checkpoint ?? 'stored') === 'stored';
   }
 
   /** Handles every event stored so far, then returns. */
@@ -167,6 +241,7 @@ export class CheckpointedSubscriber<DB> {
       try {
         await this.applyIsolating(batch);
       } catch (error) {
+        if (error instanceof LeaseLostError) return;
         // The database did not answer: wait and try the same batch again, as the subscription does.
         this.options.log.error({ err: error, subscriber: this.options.name }, 'catching up failed; retrying');
         await new Promise((r) => setTimeout(r, 1000));
@@ -181,11 +256,23 @@ export class CheckpointedSubscriber<DB> {
   }
 
   private async apply(batch: RecordedEvent[]): Promise<void> {
-    const { db, handle, transactional, name } = this.options;
+    const { db, handle, transactional, name, cluster } = this.options;
     const last = batch[batch.length - 1]!.position;
+    const fence = this.fence;
+    if (cluster) await cluster.ready(last);
     if (transactional) {
       await db.transaction().execute(async (tx) => {
+        await fence.hold(tx);
         await handle(batch, tx);
+        if (this.stored) await saveCheckpoint(tx, name, last);
+      });
+    } else if (!this.stored) {
+      await handle(batch, null);
+    } else if (cluster) {
+      await fence.check();
+      await handle(batch, null);
+      await db.transaction().execute(async (tx) => {
+        await fence.hold(tx);
         await saveCheckpoint(tx, name, last);
       });
     } else {
@@ -197,6 +284,18 @@ export class CheckpointedSubscriber<DB> {
     this.options.done?.(batch, last);
   }
 }
+
+/** The fence of a subscriber that does not lead: every check fails. */
+const STANDBY: Fence = {
+  part: 'standby',
+  signal: AbortSignal.abort(),
+  check: async () => {
+    throw new LeaseLostError('this subscriber');
+  },
+  hold: async () => {
+    throw new LeaseLostError('this subscriber');
+  },
+};
 
 export async function loadCheckpoint(db: Kysely<any>, name: string): Promise<Position | null> {
   const { rows } = await sql<{ c: string; p: string }>`SELECT commit_position AS c, prepare_position AS p FROM es.checkpoints WHERE name = ${name}`.execute(db);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../../domain/eventstore/port.js';
-import { CheckpointedSubscriber, loadCheckpoint } from '../../domain/eventstore/subscriber.js';
+import { CheckpointedSubscriber, loadCheckpoint, type SubscriberCluster } from '../../domain/eventstore/subscriber.js';
 import { comparePositions, type NewEvent, type Position, type RecordedEvent } from '../../domain/shared/events.js';
 import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
 import { NotFoundError } from '../../domain/shared/errors.js';
@@ -58,6 +58,8 @@ export interface CalculationReactorDeps {
   projections: { waitFor(position: Position, timeoutMs: number): Promise<void> };
   /** The platform clock: it decides when an interval boundary has come. */
   clock: () => Date;
+  /** In a cluster: calculations run on the node that leads `calculations`. */
+  cluster?: SubscriberCluster | null;
 }
 
 /** A stable UUID-shaped id: a run handled again (a retry, a restart) writes the same event, which the store then ignores. */
@@ -106,17 +108,32 @@ export class CalculationReactor {
       db: deps.db,
       log: deps.log,
       batchSize: 1000,
+      cluster: deps.cluster ?? null,
       handle: (batch) => this.handleBatch(batch),
+      // Where this node leads `calculations` (a single process always does): the calculations as of the
+      // checkpoint, then the interval clock. In a cluster the clock therefore runs on one node.
+      leading: {
+        gained: async () => {
+          this.live.clear();
+          this.readers.clear();
+          const at = await loadCheckpoint(this.deps.db, CALCULATIONS_CHECKPOINT);
+          if (at) await this.load(at);
+          this.stopped = false;
+          this.timer = setInterval(() => this.poll(), this.options.pollMs ?? 1000);
+          this.timer.unref();
+          this.poll();
+        },
+        lost: async () => {
+          if (this.timer) clearInterval(this.timer);
+          this.timer = null;
+          await this.ticking;
+        },
+      },
     });
   }
 
   async start(): Promise<void> {
-    const at = await loadCheckpoint(this.deps.db, CALCULATIONS_CHECKPOINT);
-    if (at) await this.load(at);
     await this.subscriber.start();
-    this.timer = setInterval(() => this.poll(), this.options.pollMs ?? 1000);
-    this.timer.unref();
-    this.poll();
   }
 
   async stop(): Promise<void> {

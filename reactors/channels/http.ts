@@ -1,7 +1,8 @@
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../../domain/eventstore/port.js';
-import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
+import { CheckpointedSubscriber, type SubscriberCluster } from '../../domain/eventstore/subscriber.js';
+import { LeaseLostError, type Fence } from '../../domain/eventstore/leases.js';
 import { comparePositions, type Position } from '../../domain/shared/events.js';
 import type { LogWriter } from '../../domain/logs/writer.js';
 import type { Database } from '../../projections/database.js';
@@ -66,7 +67,8 @@ export class HttpChannels {
   readerAt: Position | null = null;
   private timer: NodeJS.Timeout | null = null;
   private lastClean = Date.now();
-  private readonly stopping = new AbortController();
+  /** Aborted when delivery stops here (a stop, or another node of the cluster took the lead). */
+  private stopping = new AbortController();
 
   constructor(
     readonly store: EventStore,
@@ -75,6 +77,7 @@ export class HttpChannels {
     readonly logs: LogWriter,
     readonly log: Logger,
     readonly retry = HTTP_RETRY,
+    private readonly cluster: SubscriberCluster | null = null,
   ) {}
 
   /** Its follower of the event log, once started (its lag is measured from it). */
@@ -86,12 +89,43 @@ export class HttpChannels {
     return this.stopping.signal;
   }
 
+  /** What proves this node delivers now (always, on a single process). */
+  private get fence(): Fence | null {
+    return this.reader?.fence ?? null;
+  }
+
   /** Whether `channelId` is an http channel covering the device (now: channels and groups change). */
   channelFor(channelId: string, deviceId: string) {
     return this.registry.channelsOf(deviceId).find((c) => c.id === channelId && c.protocol === 'http');
   }
 
+  /** Follows the log (in a cluster: wherever this node leads the channels' reader). */
   async start(): Promise<void> {
+    const wants = (deviceId: string) => this.registry.channelsOf(deviceId).some((c) => c.protocol === 'http');
+    const tracker = new ChangeTracker(this.store, this.db);
+    this.reader = new CheckpointedSubscriber<Database>({
+      name: READER,
+      store: this.store,
+      db: this.db,
+      log: this.log,
+      batchSize: 5000,
+      cluster: this.cluster,
+      handle: async (batch) => this.offer(await tracker.changes(batch, wants), batch[batch.length - 1]!.position),
+      leading: { gained: () => this.resume(), lost: () => this.halt() },
+    });
+    await this.reader.start();
+  }
+
+  /** Stops reading, abandons deliveries in flight (they stay undelivered), and saves every channel's checkpoint. */
+  async stop(): Promise<void> {
+    await this.reader?.stop();
+    this.reader = null;
+  }
+
+  /** Takes up every channel's queue from its checkpoint. */
+  private async resume(): Promise<void> {
+    this.stopping = new AbortController();
+    this.queues.clear();
     const { rows } = await sql<{ name: string; c: string; p: string }>`SELECT name, commit_position AS c, prepare_position AS p FROM es.checkpoints
       WHERE name = ${READER} OR name LIKE ${`${READER}:%`}`.execute(this.db);
     const toPosition = (r: { c: string; p: string }): Position => ({ commit: BigInt(r.c), prepare: BigInt(r.p) });
@@ -106,29 +140,20 @@ export class HttpChannels {
       // Messages the channel had not delivered when the platform stopped are read again from the store.
       if (isAfter(this.readerAt, queue.seen)) queue.fallBehind();
     }
-    const wants = (deviceId: string) => this.registry.channelsOf(deviceId).some((c) => c.protocol === 'http');
-    const tracker = new ChangeTracker(this.store, this.db);
-    this.reader = new CheckpointedSubscriber<Database>({
-      name: READER,
-      store: this.store,
-      db: this.db,
-      log: this.log,
-      batchSize: 5000,
-      handle: async (batch) => this.offer(await tracker.changes(batch, wants), batch[batch.length - 1]!.position),
-    });
-    await this.reader.start();
     this.timer = setInterval(() => void this.tick(), HTTP_QUEUE.saveEveryMs);
     this.timer.unref();
   }
 
-  /** Stops reading, abandons deliveries in flight (they stay undelivered), and saves every channel's checkpoint. */
-  async stop(): Promise<void> {
-    await this.reader?.stop();
-    this.reader = null;
+  /** Delivery stops here: what is in flight is abandoned; checkpoints are saved while this node still may. */
+  private async halt(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    this.timer = null;
     this.stopping.abort();
     await Promise.all([...this.queues.values()].map((q) => q.idle()));
-    await this.save().catch((err) => this.log.error({ err }, 'saving http channel checkpoints failed'));
+    await this.save().catch((err) => {
+      if (!(err instanceof LeaseLostError)) this.log.error({ err }, 'saving http channel checkpoints failed');
+    });
+    this.queues.clear();
   }
 
   /** The reader's handler: queues the batch's changes on their channels; waits only to record new channels' checkpoints. */
@@ -164,7 +189,7 @@ export class HttpChannels {
         await this.clean();
       }
     } catch (err) {
-      this.log.error({ err }, 'saving http channel checkpoints failed');
+      if (!(err instanceof LeaseLostError)) this.log.error({ err }, 'saving http channel checkpoints failed');
     }
   }
 
@@ -176,10 +201,20 @@ export class HttpChannels {
       if (!queue.saved || comparePositions(at, queue.saved) !== 0) moved.push({ queue, at });
     }
     if (moved.length === 0) return;
-    await sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
+    const fence = this.fence;
+    const upsert = (db: Kysely<Database>) => sql`INSERT INTO es.checkpoints (name, commit_position, prepare_position, updated_at)
       SELECT name, c, p, now() FROM unnest(${moved.map((m) => channelCheckpoint(m.queue.id))}::text[],
         ${moved.map((m) => String(m.at.commit))}::numeric[], ${moved.map((m) => String(m.at.prepare))}::numeric[]) AS x(name, c, p)
-      ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position, prepare_position = EXCLUDED.prepare_position, updated_at = now()`.execute(this.db);
+      ON CONFLICT (name) DO UPDATE SET commit_position = EXCLUDED.commit_position, prepare_position = EXCLUDED.prepare_position, updated_at = now()`.execute(db);
+    if (this.cluster) {
+      if (!fence) throw new LeaseLostError(READER);
+      await this.db.transaction().execute(async (tx) => {
+        await fence.hold(tx);
+        await upsert(tx);
+      });
+    } else {
+      await upsert(this.db);
+    }
     for (const m of moved) m.queue.saved = m.at;
   }
 
@@ -206,6 +241,17 @@ export class HttpChannels {
       const headers: Record<string, string> = { 'content-type': 'application/json', ...(http.headers ?? {}) };
       if (channel.secrets.authorization) headers.Authorization = channel.secrets.authorization;
       url = http.url;
+      // Only the node that leads delivers: checked before each POST.
+      try {
+        await this.fence?.check();
+      } catch (err) {
+        if (err instanceof LeaseLostError) return false;
+        // The database does not answer, so whether this node still leads is unknown: nothing is sent; ask again shortly.
+        await sleep(1000, this.signal);
+        if (this.signal.aborted) return false;
+        attempt--;
+        continue;
+      }
       const result = await this.post(url, headers, item.body);
       if (this.signal.aborted) return false;
       if (result.ok) return true;

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../../domain/eventstore/port.js';
-import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
+import { CheckpointedSubscriber, type SubscriberCluster } from '../../domain/eventstore/subscriber.js';
 import type { LogWriter } from '../../domain/logs/writer.js';
 import type { Database } from '../../projections/database.js';
 import type { ChannelInfo, Registry } from '../../ingest/registry.js';
@@ -65,7 +65,7 @@ export class MqttOutput {
   /** Its follower of the event log (its lag is measured from it). */
   readonly subscriber: CheckpointedSubscriber<Database>;
 
-  constructor(deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter }, publish: (topic: string, payload: Buffer) => Promise<void>, hold: () => () => void) {
+  constructor(deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; cluster?: SubscriberCluster | null }, publish: (topic: string, payload: Buffer) => Promise<void>, hold: () => () => void) {
     const tracker = new ChangeTracker(deps.store, deps.db);
     const deliver = mqttDelivery(deps.registry, publish, deps.logs, hold);
     // Devices without a channel other than http are not folded at all.
@@ -76,6 +76,7 @@ export class MqttOutput {
       db: deps.db,
       log: deps.log,
       batchSize: 5000,
+      cluster: deps.cluster ?? null,
       handle: async (batch) => deliver(await tracker.changes(batch, wants)),
     });
   }

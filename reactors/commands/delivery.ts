@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../../domain/eventstore/port.js';
-import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
+import { CheckpointedSubscriber, type SubscriberCluster } from '../../domain/eventstore/subscriber.js';
+import { LeaseLostError } from '../../domain/eventstore/leases.js';
 import type { Position, RecordedEvent } from '../../domain/shared/events.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
 import { commandDecider, commandStream, type CommandEvent, type CommandRequest } from '../../domain/commands/command.js';
@@ -48,11 +49,12 @@ export class CommandDelivery {
   /** Its follower of the event log (its lag is measured from it). */
   readonly subscriber: CheckpointedSubscriber<Database>;
   private readonly timers = new Map<string, NodeJS.Timeout>();
-  private readonly startedAt = Date.now();
+  /** When this node started delivering (took the lead, in a cluster): a command requested before may have been under way elsewhere. */
+  private startedAt = Date.now();
   private stopped = false;
 
   constructor(
-    private readonly deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; projections: { waitFor(position: Position, timeoutMs: number): Promise<void> }; clock?: () => Date },
+    private readonly deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; projections: { waitFor(position: Position, timeoutMs: number): Promise<void> }; clock?: () => Date; cluster?: SubscriberCluster | null },
     private readonly publish: DownlinkContext['publish'],
     private readonly retry = COMMAND_RETRY,
   ) {
@@ -62,7 +64,20 @@ export class CommandDelivery {
       db: deps.db,
       log: deps.log,
       batchSize: 500,
+      cluster: deps.cluster ?? null,
       handle: (batch) => this.handleBatch(batch),
+      leading: {
+        gained: async () => {
+          this.stopped = false;
+          this.startedAt = Date.now();
+          await this.resumeRetries();
+        },
+        lost: async () => {
+          this.stopped = true;
+          for (const t of this.timers.values()) clearTimeout(t);
+          this.timers.clear();
+        },
+      },
     });
   }
 
@@ -70,15 +85,12 @@ export class CommandDelivery {
     return this.deps.clock?.() ?? new Date();
   }
 
+  /** Resumes the retries that were waiting, then follows the log (in a cluster: wherever this node leads). */
   async start(): Promise<void> {
-    await this.resumeRetries();
     await this.subscriber.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    for (const t of this.timers.values()) clearTimeout(t);
-    this.timers.clear();
     await this.subscriber.stop();
   }
 
@@ -104,6 +116,8 @@ export class CommandDelivery {
     const module = INTEGRATION_MODULES[request.integration];
     let outcome: Outcome;
     let failure: Unreachable | null = null;
+    // Only the node that leads delivers: checked before each call to a network server or broker.
+    await this.subscriber.fence.check();
     if (!connector) outcome = { type: 'refused', message: 'the connector no longer exists' };
     else if (!module?.downlink) outcome = { type: 'refused', message: `the ${request.integration} integration takes no commands in this build` };
     else {
@@ -176,6 +190,7 @@ export class CommandDelivery {
       if (state.status !== 'pending') return;
       await this.attempt(open);
     } catch (err) {
+      if (err instanceof LeaseLostError) return;
       this.deps.log.error({ err, commandId: open.request.id }, 'retrying a command failed; trying again later');
       this.schedule(open, this.retry.delaysMs[this.retry.delaysMs.length - 1]!);
     }

@@ -58,6 +58,7 @@ export class GeofenceTracking {
       db: deps.db,
       log: deps.log,
       batchSize: 500,
+      cluster: deps.cluster ?? null,
       handle: async (batch) => {
         for (const event of batch) {
           const position = positionOf(event);

@@ -1,12 +1,11 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { connect, type Socket } from 'node:net';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import mqttPacket from 'mqtt-packet';
+import { RawPublisher } from '../support/rawMqtt.js';
 import { createTestDatabase } from '../support/cluster.js';
 import { startTestPlatform } from '../support/platform.js';
 import { givenProvider, projected } from './support.js';
@@ -54,38 +53,6 @@ function startPlatform(env: Record<string, string>): Promise<Running> {
     });
     child.on('exit', (code) => reject(new Error(`platform exited with ${code}: ${errors}`)));
   });
-}
-
-/** A bare MQTT 3.1.1 client, so the test chooses packet ids and the DUP flag itself. */
-class RawPublisher {
-  readonly acked = new Set<number>();
-  private socket!: Socket;
-  private connack!: Promise<void>;
-
-  constructor(private readonly port: number) {}
-
-  connect(username: string, password: string): Promise<void> {
-    this.socket = connect(this.port, '127.0.0.1');
-    this.socket.on('error', () => undefined);
-    const parser = mqttPacket.parser({ protocolVersion: 4 });
-    this.connack = new Promise((resolve, reject) => {
-      parser.on('packet', (packet) => {
-        if (packet.cmd === 'connack') (packet.returnCode === 0 ? resolve() : reject(new Error(`connack ${packet.returnCode}`)));
-        if (packet.cmd === 'puback') this.acked.add(packet.messageId!);
-      });
-    });
-    this.socket.on('data', (d) => parser.parse(d));
-    this.socket.write(mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clean: false, clientId: 'burst-publisher', keepalive: 60, username, password: Buffer.from(password) }));
-    return this.connack;
-  }
-
-  publish(messageId: number, topic: string, payload: string, dup: boolean): void {
-    this.socket.write(mqttPacket.generate({ cmd: 'publish', qos: 1, messageId, topic, payload, dup, retain: false }));
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
 }
 
 async function waitFor(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {

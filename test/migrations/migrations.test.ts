@@ -50,7 +50,7 @@ const KEPT = ['kysely_migration', 'kysely_migration_lock', 'spatial_ref_sys'];
 test('given a migrated database, when migrated down to no migration, then the event store schema and every read model are gone; when migrated up again, then the same schema is back', async ({ db }) => {
   const migrated = await schema(db);
   assert.ok(await schemaExists(db, 'es'));
-  assert.equal(await tables(db, 'es'), ['checkpoints', 'events', 'parked_events', 'streams']);
+  assert.equal(await tables(db, 'es'), ['checkpoints', 'events', 'leases', 'parked_events', 'streams']);
   const before = await tables(db, 'public');
   for (const table of readModels) assert.ok(before.includes(table), `${table} exists after the migrations`);
 

@@ -1,0 +1,352 @@
+import pg from 'pg';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Logger } from 'pino';
+
+/**
+ * Leadership of the parts that must run once across the nodes of a cluster
+ * (the projection runner, every reactor, the connections to external
+ * brokers), on the database the nodes share:
+ *
+ * - **Mutual exclusion**: a part runs on the node holding its PostgreSQL
+ *   advisory lock, taken on one dedicated connection per node. When a node
+ *   dies its session ends and PostgreSQL releases its locks at once (a
+ *   machine that vanishes is found dead by TCP keepalives within about 10 s).
+ *   Standbys try to take each lock every `retryMs`.
+ * - **Fencing**: the node that takes a lock raises the part's `epoch` in
+ *   `es.leases`. A part checks its epoch inside every batch transaction
+ *   (`Fence.hold`, which also makes a new leader's raise wait for that
+ *   transaction), with every checkpoint, and before every side effect
+ *   (`Fence.check`). A node that lost its lock without noticing (its lock
+ *   connection cut while the others work on) can therefore never apply,
+ *   deliver or move a checkpoint once another node leads.
+ *
+ * The same connection listens for `NOTIFY`, so standbys learn the leader's
+ * read-model checkpoint as it commits.
+ */
+export class LeaseLostError extends Error {
+  constructor(readonly part: string) {
+    super(`this node no longer leads ${part}`);
+  }
+}
+
+/** The proof that this node leads a part; every side effect of the part goes through it. */
+export interface Fence {
+  readonly part: string;
+  /** Aborted when this node stops leading the part. */
+  readonly signal: AbortSignal;
+  /** Throws `LeaseLostError` unless this node still leads the part (one small query; nothing in a single process). */
+  check(): Promise<void>;
+  /**
+   * Inside a transaction: throws `LeaseLostError` unless this node still leads,
+   * and keeps the lease row share-locked until the transaction ends, so a new
+   * leader starts only after it committed or rolled back.
+   */
+  hold(tx: Transaction<any>): Promise<void>;
+}
+
+/** A single process leads everything, always. */
+export const SOLE: Fence = {
+  part: '*',
+  signal: new AbortController().signal,
+  check: async () => {},
+  hold: async () => {},
+};
+
+/** A part that runs only where it leads: `lead` when this node takes it, `standDown` when it loses or gives it up. */
+export interface LeaderRole {
+  lead(fence: Fence): Promise<void>;
+  standDown(): Promise<void>;
+}
+
+export interface LeasesOptions {
+  /** The shared database; the dedicated connection is opened on it. */
+  url: string;
+  db: Kysely<any>;
+  /** This node's name, recorded as the holder. */
+  node: string;
+  log: Logger;
+  /** How often a standby tries to take a lock, and the holder checks its connection. */
+  retryMs?: number;
+}
+
+interface Entry {
+  part: string;
+  role: LeaderRole;
+  fence: EpochFence | null;
+  /** A `lead` or `standDown` under way: nothing else happens to the part meanwhile. */
+  busy: Promise<void> | null;
+}
+
+export interface LeasesStatus {
+  /** The dedicated connection is up. */
+  connected: boolean;
+  /** Why not, when it is down. */
+  waiting?: string;
+  leading: string[];
+  standby: string[];
+}
+
+const CHANNEL = 'es_checkpoints';
+
+class EpochFence implements Fence {
+  private readonly controller = new AbortController();
+
+  constructor(
+    readonly part: string,
+    readonly epoch: string,
+    private readonly db: Kysely<any>,
+    private readonly lost: (fence: EpochFence) => void,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  abort(): void {
+    this.controller.abort(new LeaseLostError(this.part));
+  }
+
+  async check(): Promise<void> {
+    if (this.signal.aborted) throw new LeaseLostError(this.part);
+    const { rows } = await sql<{ epoch: string }>`SELECT epoch::text AS epoch FROM es.leases WHERE name = ${this.part}`.execute(this.db);
+    if (rows[0]?.epoch !== this.epoch) this.fail();
+  }
+
+  async hold(tx: Transaction<any>): Promise<void> {
+    if (this.signal.aborted) throw new LeaseLostError(this.part);
+    const { rows } = await sql`SELECT 1 FROM es.leases WHERE name = ${this.part} AND epoch = ${this.epoch}::bigint FOR SHARE`.execute(tx);
+    if (rows.length === 0) this.fail();
+  }
+
+  private fail(): never {
+    this.lost(this);
+    throw new LeaseLostError(this.part);
+  }
+}
+
+export class Leases {
+  private client: pg.Client | null = null;
+  private readonly entries = new Map<string, Entry>();
+  private readonly listeners = new Set<(payload: string) => void>();
+  private timer: NodeJS.Timeout | null = null;
+  private ticking: Promise<void> | null = null;
+  private stopped = false;
+  private waiting: string | undefined = 'not connected yet';
+  private readonly retryMs: number;
+
+  constructor(private readonly options: LeasesOptions) {
+    this.retryMs = options.retryMs ?? 2000;
+  }
+
+  get node(): string {
+    return this.options.node;
+  }
+
+  /** Opens the dedicated connection (or keeps trying, in the background, when the database does not answer yet). */
+  async start(): Promise<void> {
+    await this.tick();
+    const loop = () => {
+      if (this.stopped) return;
+      // ±25 % jitter, so the standbys of a dead node do not all ask at the same instant.
+      this.timer = setTimeout(() => {
+        this.ticking = this.tick().finally(() => {
+          this.ticking = null;
+          loop();
+        });
+      }, Math.round(this.retryMs * (0.75 + Math.random() * 0.5)));
+      this.timer.unref();
+    };
+    loop();
+  }
+
+  /** Gives up every part (each stands down first, then its lock is released) and closes the connection. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.ticking;
+    await Promise.all([...this.entries.keys()].map((part) => this.unregister(part)));
+    const client = this.client;
+    this.client = null;
+    await client?.end().catch(() => undefined);
+  }
+
+  /** Runs `role` whenever this node leads `part`. Tried at once, then every `retryMs`. */
+  register(part: string, role: LeaderRole): void {
+    if (this.entries.has(part)) throw new Error(`${part} is registered twice`);
+    this.entries.set(part, { part, role, fence: null, busy: null });
+    if (!this.stopped && this.client) void this.tryTake(this.entries.get(part)!);
+  }
+
+  /** Stops running `part` here: it stands down, and its lock goes to another node. */
+  async unregister(part: string): Promise<void> {
+    const entry = this.entries.get(part);
+    if (!entry) return;
+    this.entries.delete(part);
+    await entry.busy;
+    if (entry.fence) {
+      entry.fence.abort();
+      entry.fence = null;
+      await entry.role.standDown().catch((err) => this.options.log.error({ err, part }, 'standing down failed'));
+      await this.client?.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(part)]).catch(() => undefined);
+    }
+  }
+
+  /** `NOTIFY es_checkpoints` payloads (`<name> <commit> <prepare>`), as they commit anywhere in the cluster. */
+  onCheckpoint(listener: (payload: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  status(): LeasesStatus {
+    const leading: string[] = [];
+    const standby: string[] = [];
+    for (const e of this.entries.values()) (e.fence ? leading : standby).push(e.part);
+    return { connected: this.client !== null, ...(this.client ? {} : { waiting: this.waiting }), leading: leading.sort(), standby: standby.sort() };
+  }
+
+  leads(part: string): boolean {
+    return this.entries.get(part)?.fence != null;
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    if (!this.client) {
+      await this.connect();
+      if (!this.client) return;
+    } else {
+      try {
+        await this.client.query('SELECT 1');
+      } catch (err) {
+        this.dropped(this.client, err as Error);
+        return;
+      }
+    }
+    await Promise.all([...this.entries.values()].filter((e) => !e.fence && !e.busy).map((e) => this.tryTake(e)));
+  }
+
+  private async connect(): Promise<void> {
+    const { url, node, log } = this.options;
+    const client = new pg.Client({ connectionString: url, application_name: `platform leases ${node}`.slice(0, 63), keepAlive: true, keepAliveInitialDelayMillis: 5000, query_timeout: 10_000 });
+    client.on('error', (err) => this.dropped(client, err));
+    client.on('end', () => this.dropped(client, new Error('the database closed the connection')));
+    client.on('notification', (n) => {
+      if (n.channel !== CHANNEL || !n.payload) return;
+      for (const listener of this.listeners) listener(n.payload);
+    });
+    try {
+      await client.connect();
+      // The server finds a vanished node within about 10 s and releases its locks; a lock wait never outlasts a heartbeat.
+      await client.query(`SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; SET lock_timeout = '5s'; LISTEN ${CHANNEL}`);
+    } catch (err) {
+      client.removeAllListeners('end');
+      client.on('error', () => undefined);
+      await client.end().catch(() => undefined);
+      const why = `the database does not answer: ${(err as Error).message}`;
+      if (this.waiting !== why) log.error({ err }, 'cluster: waiting for PostgreSQL to take or keep leadership');
+      this.waiting = why;
+      return;
+    }
+    this.client = client;
+    this.waiting = undefined;
+    log.info({ node }, 'cluster: leadership connection open; standing by for every leader-only part until its lock is free');
+  }
+
+  /** The dedicated connection is gone: so are this node's locks; every part it led stands down. */
+  private dropped(client: pg.Client, err: Error): void {
+    if (this.client !== client) return;
+    this.client = null;
+    this.waiting = `lost the leadership connection: ${err.message}`;
+    client.removeAllListeners('end');
+    client.on('error', () => undefined);
+    void client.end().catch(() => undefined);
+    const led = [...this.entries.values()].filter((e) => e.fence);
+    this.options.log.error({ err, parts: led.map((e) => e.part) }, 'cluster: lost the database connection that holds leadership; standing down and waiting for PostgreSQL');
+    for (const entry of led) this.lose(entry);
+  }
+
+  private lose(entry: Entry): void {
+    const fence = entry.fence;
+    if (!fence) return;
+    fence.abort();
+    entry.fence = null;
+    // After a `lead` still under way, if any: a part stands down only once it has started.
+    const run = (entry.busy ?? Promise.resolve()).then(() => entry.role.standDown()).catch((err) => this.options.log.error({ err, part: entry.part }, 'standing down failed'));
+    this.occupy(entry, run);
+  }
+
+  /** Marks the part busy until `run` settles. */
+  private occupy(entry: Entry, run: Promise<void>): void {
+    const busy: Promise<void> = run.then(() => {
+      if (entry.busy === busy) entry.busy = null;
+    });
+    entry.busy = busy;
+  }
+
+  private async tryTake(entry: Entry): Promise<void> {
+    const client = this.client;
+    if (!client || entry.fence || entry.busy || this.stopped) return;
+    let epoch: string;
+    try {
+      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [lockKey(entry.part)]);
+      if (!rows[0]?.ok) return;
+      if (!this.entries.has(entry.part) || this.client !== client) {
+        await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
+        return;
+      }
+      try {
+        const raised = await client.query<{ epoch: string }>(
+          `INSERT INTO es.leases AS l (name, holder, epoch) VALUES ($1, $2, 1)
+           ON CONFLICT (name) DO UPDATE SET epoch = l.epoch + 1, holder = EXCLUDED.holder, taken_at = now()
+           RETURNING epoch::text AS epoch`,
+          [entry.part, this.options.node],
+        );
+        epoch = raised.rows[0]!.epoch;
+      } catch (err) {
+        // The old leader's last transaction still holds the row (lock_timeout): let go and try again later.
+        await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
+        throw err;
+      }
+    } catch (err) {
+      this.options.log.warn({ err: (err as Error).message, part: entry.part }, 'cluster: taking leadership failed; trying again');
+      return;
+    }
+    const fence = new EpochFence(entry.part, epoch, this.options.db, (f) => {
+      if (entry.fence === f) {
+        this.options.log.error({ part: entry.part, epoch: f.epoch }, 'cluster: another node took over this part; standing down');
+        this.lose(entry);
+      }
+    });
+    entry.fence = fence;
+    this.options.log.info({ part: entry.part, epoch, node: this.options.node }, 'cluster: leading');
+    const run = entry.role.lead(fence).then(
+      () => undefined,
+      async (err) => {
+        // Could not start here (the database went away meanwhile): let another node, or a later try, have it.
+        this.options.log.error({ err, part: entry.part }, 'cluster: starting as leader failed; giving the part up');
+        if (entry.fence === fence) {
+          fence.abort();
+          entry.fence = null;
+          await entry.role.standDown().catch(() => undefined);
+          await this.client?.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
+        }
+      },
+    );
+    this.occupy(entry, run);
+  }
+}
+
+const lockKey = (part: string) => `platform-lease:${part}`;
+
+/** Runs a part with `start`/`stop` only where it leads (cluster), or always (single process: `leases` null). */
+export function leaderOnly(leases: Leases | null, part: string, target: { start(): Promise<void>; stop(): Promise<void> }): { start(): Promise<void>; stop(): Promise<void> } {
+  if (!leases) return target;
+  return {
+    start: async () => leases.register(part, { lead: () => target.start(), standDown: () => target.stop() }),
+    stop: () => leases.unregister(part),
+  };
+}
+
+/** The payload `NOTIFY`d with a checkpoint, inside the transaction that stores it. */
+export async function notifyCheckpoint(tx: Transaction<any>, name: string, commit: bigint, prepare: bigint): Promise<void> {
+  await sql`SELECT pg_notify(${CHANNEL}, ${`${name} ${commit} ${prepare}`})`.execute(tx);
+}

@@ -1,0 +1,158 @@
+import { createRequire } from 'node:module';
+import { Redis, type RedisOptions } from 'ioredis';
+import MQEmitterRedis from 'mqemitter-redis';
+import type { Logger } from 'pino';
+
+const require = createRequire(import.meta.url);
+/** aedes-persistence-redis ships no types: it is an aedes persistence built on one ioredis connection. */
+const redisPersistence = require('aedes-persistence-redis') as (options: { conn: Redis; maxSessionDelivery?: number }) => unknown;
+
+/**
+ * What the nodes of a cluster share through Redis (`REDIS_URL`):
+ *
+ * - the broker's message bus (`mqemitter-redis`): what the platform publishes
+ *   (output topics, downlinks to devices) reaches subscribers on every node,
+ *   and aedes's own coordination (a client id connecting on one node closes
+ *   its older connection on another) crosses nodes;
+ * - the broker's persistence (`aedes-persistence-redis`): subscriptions and
+ *   QoS 1 messages of persistent sessions (`clean: false`), so a consumer
+ *   that reconnects to another node finds its session and what was queued;
+ * - the ingest pipeline's redelivery memory (`SharedRedeliveries`), so a
+ *   QoS 1 message stored through one node and sent again to another after a
+ *   reconnect is stored once;
+ * - the claims rate limiter's buckets.
+ *
+ * Device messages are never put on the bus: the broker hands them to the
+ * ingest pipeline and forwards them to no subscriber (see `authorizeForward`
+ * in `broker.ts`), so sending them to the other nodes would only cost.
+ *
+ * While Redis is away the platform keeps taking device messages (they are
+ * stored in PostgreSQL, which is what a PUBACK waits for); publishes to
+ * consumers wait for Redis (the output reactor retries its batch, its
+ * checkpoint does not move), and health names Redis until it is back.
+ */
+export interface RedisLink {
+  /** The broker's cluster back-ends, for `Aedes.createBroker`. */
+  backends: { mq: unknown; persistence: unknown };
+  redeliveries: SharedRedeliveries;
+  /** Runs a Lua script on the shared connection (fails fast while Redis is away). */
+  command: Redis;
+  /** Every connection is up. */
+  readonly up: boolean;
+  /** What this node waits for, while not `up`. */
+  readonly waiting: string | undefined;
+  close(): Promise<void>;
+}
+
+/** How long a node remembers what it stored, for another node's redelivery check. */
+const REDELIVERY_TTL_S = 24 * 3600;
+
+export function connectRedis(url: string, log: Logger): RedisLink {
+  const base: RedisOptions = {
+    // Reconnect for ever, at most every 2 s.
+    retryStrategy: (times) => Math.min(times * 200, 2000),
+    lazyConnect: false,
+    connectionName: 'platform',
+  };
+  const connections = {
+    // The bus and the persistence queue their commands while Redis is away, and send them once it is back.
+    publish: new Redis(url, { ...base, maxRetriesPerRequest: null }),
+    subscribe: new Redis(url, { ...base, maxRetriesPerRequest: null }),
+    persistence: new Redis(url, { ...base, maxRetriesPerRequest: null }),
+    // Checks on the message path fail at once instead of waiting for Redis.
+    command: new Redis(url, { ...base, enableOfflineQueue: false, commandTimeout: 1000, maxRetriesPerRequest: 1 }),
+  };
+  let lastError = '';
+  for (const [name, conn] of Object.entries(connections)) {
+    let down = false;
+    conn.on('error', (err: Error) => {
+      lastError = err.message;
+    });
+    conn.on('close', () => {
+      if (down) return;
+      down = true;
+      log.error({ connection: name, err: lastError || undefined }, 'cluster: Redis connection lost; MQTT across nodes and shared sessions wait for it, reconnecting');
+    });
+    conn.on('ready', () => {
+      if (!down) return;
+      down = false;
+      log.info({ connection: name }, 'cluster: Redis connection back');
+    });
+  }
+
+  const mq = new (MQEmitterRedis as unknown as new (o: object) => { emit(packet: { clientId?: string | null }, cb?: (err?: Error) => void): void; state: NodeJS.EventEmitter })({
+    pubConn: connections.publish,
+    subConn: connections.subscribe,
+  });
+  // mqemitter-redis re-emits each connection error on `state`; unheard, that 'error' would end the process at the
+  // first refused reconnect. The connections' own listeners above log the outage; the bus waits for Redis.
+  mq.state.on('error', () => undefined);
+  // A device's publish carries its client id and is data for the ingest alone: no subscriber on any node receives it.
+  const emit = mq.emit.bind(mq);
+  mq.emit = (packet, cb) => (packet.clientId != null ? cb?.() : emit(packet, cb));
+  const persistence = redisPersistence({ conn: connections.persistence, maxSessionDelivery: 1000 });
+
+  const all = Object.values(connections);
+  return {
+    backends: { mq, persistence },
+    redeliveries: new SharedRedeliveries(connections.command, log),
+    command: connections.command,
+    get up() {
+      return all.every((c) => c.status === 'ready');
+    },
+    get waiting() {
+      const down = Object.entries(connections).filter(([, c]) => c.status !== 'ready');
+      return down.length ? `Redis (${down.map(([n, c]) => `${n}: ${c.status}`).join(', ')}${lastError ? `; ${lastError}` : ''})` : undefined;
+    },
+    async close() {
+      await Promise.all(all.map((c) => c.quit().catch(() => c.disconnect())));
+    },
+  };
+}
+
+/**
+ * The ingest pipeline's redelivery memory, shared by the nodes: for each
+ * QoS 1 message stored, its key (credentials set, client id, packet id) and
+ * content hash. A node asks for the keys it does not remember itself before
+ * storing a batch, and records what it stored before the PUBACKs leave. When
+ * Redis does not answer, the node decides alone (a message re-sent to another
+ * node during a Redis outage may then be stored twice; none is lost).
+ */
+export class SharedRedeliveries {
+  private warned = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly log: Logger,
+  ) {}
+
+  /** The stored hash of each key, or null; all null when Redis does not answer. */
+  async get(keys: string[]): Promise<(string | null)[]> {
+    if (keys.length === 0) return [];
+    try {
+      return await this.redis.mget(keys.map(redisKey));
+    } catch (err) {
+      this.warn(err);
+      return keys.map(() => null);
+    }
+  }
+
+  async put(entries: { key: string; hash: string }[]): Promise<void> {
+    if (entries.length === 0) return;
+    try {
+      const pipeline = this.redis.pipeline();
+      for (const e of entries) pipeline.set(redisKey(e.key), e.hash, 'EX', REDELIVERY_TTL_S);
+      await pipeline.exec();
+    } catch (err) {
+      this.warn(err);
+    }
+  }
+
+  private warn(err: unknown): void {
+    if (Date.now() - this.warned < 10_000) return;
+    this.warned = Date.now();
+    this.log.warn({ err: (err as Error).message }, 'cluster: Redis does not answer; redeliveries are recognised by this node alone meanwhile');
+  }
+}
+
+const redisKey = (key: string) => `platform:redelivery:${key}`;
