@@ -79,6 +79,57 @@ ops('when a command is sent from the device page, then a refusal shows beside it
   assert.equal(ctx.admin.errors, []);
 });
 
+ops('when a connector is created, then the integrations offered are the platform\'s, a refusal shows beside its field, the webhook URL and secret are shown once, and the API token never', async (ctx) => {
+  const { page } = ctx.admin;
+  await page.getByRole('link', { name: 'Connectors', exact: true }).click();
+  const listed = (await ok(ctx.t, 'GET', '/api/integrations')) as { name: string; available: boolean }[];
+  const integrations = page.getByRole('region', { name: 'Integrations', exact: true });
+  for (const i of listed) await integrations.getByRole('cell', { name: i.name, exact: true }).waitFor();
+  const connectors = page.getByRole('region', { name: 'Connectors', exact: true });
+  await connectors.getByRole('button', { name: 'New' }).click();
+  const dialog = page.getByRole('dialog');
+  const offered = await dialog.locator('#create_integration option').evaluateAll((os) => os.filter((o) => (o as HTMLOptionElement).value !== '').map((o) => o.textContent));
+  assert.equal(offered, listed.filter((i) => i.available).map((i) => i.name));
+  await dialog.locator('#create_name').fill('field network');
+  await dialog.locator('#create_integration').selectOption({ label: 'ChirpStack' });
+  // Only the chosen integration's settings; its API token is typed in a password field.
+  assert.is(await dialog.locator('#create_theThingsStack').count(), 0);
+  assert.is(await dialog.locator('#create_basicCredentialsSetId').count(), 0);
+  assert.is(await dialog.locator('#create_chirpstack_apiToken').getAttribute('type'), 'password');
+  await dialog.locator('#create_chirpstack_url').fill('chirpstack.example.com');
+  await dialog.locator('#create_chirpstack_apiToken').fill('field-token-write-only');
+  await dialog.getByRole('button', { name: 'Create' }).click();
+  const refusal = besideField(dialog, '#create_chirpstack_url');
+  await refusal.waitFor();
+  assert.match(await refusal.innerText(), /^url /);
+  assert.is((await ok(ctx.t, 'GET', '/api/connectors')).length, 1);
+  await dialog.locator('#create_chirpstack_url').fill(ctx.ns.url);
+  await dialog.getByRole('button', { name: 'Create' }).click();
+  const url = await dialog.locator('[data-given="webhookUrl"]').innerText();
+  const secret = await dialog.locator('[data-given="webhookSecret"]').innerText();
+  const created = (await ok(ctx.t, 'GET', '/api/connectors')).find((c: any) => c.name === 'field network');
+  assert.is(url, `${ctx.t.baseUrl}/api/integrations/chirpstack/${created._id}`);
+  // What was shown is what the network server must send: the webhook takes it, and refuses another.
+  const call = (bearer: string) => fetch(`${url}?event=up`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${bearer}` }, body: JSON.stringify({ deduplicationId: '5c0f1a7e-2a1b-4c3d-9e8f-0a1b2c3d4e5f', time: new Date().toISOString(), deviceInfo: { devEui: 'ffffffffffffffff' }, fCnt: 1, fPort: 1, data: 'AQ==' }) });
+  assert.is((await call(secret)).status, 200);
+  assert.is((await call('not-the-secret')).status, 401);
+  await screenshot(page, 'connector-created');
+  await dialog.getByRole('button', { name: 'Done' }).click();
+  await connectors.getByRole('cell', { name: 'field network', exact: true }).waitFor();
+  // Shown once: neither the secret nor the token is on the page after, nor after a reload.
+  for (const when of ['after', 'after a reload']) {
+    if (when !== 'after') {
+      await page.reload();
+      await connectors.getByRole('cell', { name: 'field network', exact: true }).waitFor();
+    }
+    const text = await page.locator('main').innerText();
+    assert.not.ok(text.includes(secret), `the webhook secret is on the page ${when}`);
+    assert.not.ok(text.includes('field-token-write-only'), `the API token is on the page ${when}`);
+  }
+  await screenshot(page, 'connectors');
+  assert.equal(ctx.admin.errors, []);
+});
+
 /** The API's message rjsf shows beside a field. */
 const besideField = (scope: Locator, field: string) => scope.locator(field).locator('xpath=ancestor::*[contains(@class,"form-group")][1]').locator('.error-detail, .text-danger').first();
 
