@@ -130,6 +130,46 @@ ops('when a connector is created, then the integrations offered are the platform
   assert.equal(ctx.admin.errors, []);
 });
 
+ops('when a rule is built in the form of its schema, then a refusal shows beside the field it names, and the rule is listed, then deleted', async (ctx) => {
+  const { page } = ctx.admin;
+  await page.getByRole('link', { name: 'Rules', exact: true }).click();
+  const rules = page.getByRole('region', { name: 'Rules', exact: true });
+  await rules.getByText('None yet.').waitFor();
+  await rules.getByRole('button', { name: 'New' }).click();
+  const dialog = page.getByRole('dialog');
+  await dialog.locator('#create_name').fill('hall.lights');
+  // Each node's config is one of the node schemas the document names; its kind is filled in.
+  await dialog.locator('#create_definition_nodes__add').click();
+  await dialog.locator('#create_definition_nodes_0_id').fill('press');
+  await dialog.locator('#create_definition_nodes_0_type').selectOption({ label: 'trigger' });
+  await dialog.locator('#create_definition_nodes_0_config__oneof_select').selectOption({ label: 'Button trigger' });
+  await dialog.locator('#create_definition_nodes__add').click();
+  await dialog.locator('#create_definition_nodes_1_id').fill('note');
+  await dialog.locator('#create_definition_nodes_1_type').selectOption({ label: 'action' });
+  await dialog.locator('#create_definition_nodes_1_config__oneof_select').selectOption({ label: 'Log action' });
+  await dialog.locator('#create_definition_nodes_1_config_message').fill('lights on');
+  await dialog.locator('#create_definition_edges__add').click();
+  await dialog.locator('#create_definition_edges_0_from').fill('press');
+  await dialog.locator('#create_definition_edges_0_to').fill('nowhere');
+  await dialog.getByRole('button', { name: 'Create' }).click();
+  const refusal = besideField(dialog, '#create_definition_edges_0_to');
+  await refusal.waitFor();
+  assert.match(await refusal.innerText(), /^to .*nowhere/);
+  await screenshot(page, 'rule-refused');
+  assert.equal(await ok(ctx.t, 'GET', '/api/rules-v2'), []);
+  await dialog.locator('#create_definition_edges_0_to').fill('note');
+  await dialog.getByRole('button', { name: 'Create' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  await rules.getByRole('cell', { name: 'hall.lights', exact: true }).waitFor();
+  const [rule] = await ok(ctx.t, 'GET', '/api/rules-v2');
+  assert.equal(rule.definition.nodes.map((n: any) => [n.id, n.type, n.config]), [['press', 'trigger', { resourceType: 'button' }], ['note', 'action', { action: 'log', message: 'lights on', type: 'info', priority: 'low' }]]);
+  await screenshot(page, 'rules');
+  await rules.getByRole('button', { name: 'Delete hall.lights' }).click();
+  await rules.getByText('None yet.').waitFor();
+  assert.equal(await ok(ctx.t, 'GET', '/api/rules-v2'), []);
+  assert.equal(ctx.admin.errors, []);
+});
+
 /** The API's message rjsf shows beside a field. */
 const besideField = (scope: Locator, field: string) => scope.locator(field).locator('xpath=ancestor::*[contains(@class,"form-group")][1]').locator('.error-detail, .text-danger').first();
 
