@@ -170,6 +170,50 @@ ops('when a rule is built in the form of its schema, then a refusal shows beside
   assert.equal(ctx.admin.errors, []);
 });
 
+ops('given rules, locations, organizations and apps, when resourceCount widgets are added for each kind the template allows, then each shows the count the API gives', async (ctx) => {
+  const { page } = ctx.admin;
+  const rule = (name: string) => ({ name, definition: { nodes: [{ id: 'press', type: 'trigger', config: { resourceType: 'button' } }, { id: 'note', type: 'action', config: { action: 'log', message: name } }], edges: [{ from: 'press', to: 'note' }] } });
+  for (const name of ['pump.start', 'pump.stop']) await ok(ctx.t, 'POST', '/api/rules-v2', rule(name));
+  await ok(ctx.t, 'POST', '/api/locations', { name: 'Plant', lat: 59.33, lng: 18.07, defaultLayer: { name: 'Ground' } });
+  const top = await ok(ctx.t, 'POST', '/api/organizations', { name: 'Acme' });
+  for (const name of ['Acme North', 'Acme South']) await ok(ctx.t, 'POST', '/api/organizations', { name, parent: top._id });
+  await ok(ctx.t, 'POST', '/api/apps', { name: 'field app' });
+  const doc = await ok(ctx.t, 'GET', '/api/openapi.json');
+  const kinds = doc.components.schemas.ResourceCountSettings.properties.resource.enum as string[];
+  assert.ok(['rules', 'locations', 'organizations', 'apps'].every((k) => kinds.includes(k)), kinds.join());
+  const paths: Record<string, string> = { devices: '/api/iotnodes', rules: '/api/rules-v2', locations: '/api/locations', organizations: '/api/organizations', apps: '/api/apps' };
+  const expected: Record<string, number> = {};
+  for (const kind of kinds) {
+    const res = await ctx.t.call('GET', `${paths[kind]}?options=count&limit=1`);
+    expected[kind] = Number(res.headers.get('x-total-count'));
+  }
+  assert.equal([expected.rules, expected.locations, expected.organizations, expected.apps], [2, 1, 3, 1]);
+
+  await page.getByRole('link', { name: 'Dashboards', exact: true }).click();
+  await page.getByRole('button', { name: 'New dashboard' }).click();
+  await page.getByLabel('Name').fill('Counts');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.waitForURL(/\/dashboards\/[0-9a-f]{24}/);
+  for (const kind of kinds) {
+    await page.getByRole('button', { name: 'Add widget' }).click();
+    await page.getByLabel('Widget type').selectOption('resourceCount');
+    await page.locator('#settings_resource').selectOption({ label: kind });
+    await page.getByRole('button', { name: 'Add to dashboard' }).click();
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+  }
+  await page.getByRole('button', { name: 'Done editing' }).click();
+  await page.locator('.dashboard[data-ready="true"]').waitFor();
+  const counts = page.locator('.grid-item[data-template="resourceCount"]');
+  assert.is(await counts.count(), kinds.length);
+  const labels: Record<string, string> = { devices: 'Devices', rules: 'Rules', locations: 'Locations', organizations: 'Organizations', apps: 'Apps' };
+  for (const kind of kinds) {
+    const value = counts.filter({ has: page.locator('.w-title', { hasText: labels[kind] }) }).locator('[data-value]');
+    assert.is(await value.innerText(), String(expected[kind]), kind);
+  }
+  await screenshot(page, 'resource-counts');
+  assert.equal(ctx.admin.errors, []);
+});
+
 /** The API's message rjsf shows beside a field. */
 const besideField = (scope: Locator, field: string) => scope.locator(field).locator('xpath=ancestor::*[contains(@class,"form-group")][1]').locator('.error-detail, .text-danger').first();
 
