@@ -88,7 +88,7 @@ ops('when a connector is created, then the integrations offered are the platform
   const connectors = page.getByRole('region', { name: 'Connectors', exact: true });
   await connectors.getByRole('button', { name: 'New' }).click();
   const dialog = page.getByRole('dialog');
-  const offered = await dialog.locator('#create_integration option').evaluateAll((os) => os.filter((o) => (o as HTMLOptionElement).value !== '').map((o) => o.textContent));
+  const offered = await dialog.locator('#create_integration option').evaluateAll((os: any[]) => os.filter((o) => o.value !== '').map((o) => String(o.textContent)));
   assert.equal(offered, listed.filter((i) => i.available).map((i) => i.name));
   await dialog.locator('#create_name').fill('field network');
   await dialog.locator('#create_integration').selectOption({ label: 'ChirpStack' });

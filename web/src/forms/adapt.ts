@@ -1,5 +1,5 @@
 import type { UiSchema } from '@rjsf/utils';
-import { deref, type Schema } from './schema';
+import { deref, type Schema } from './schema.js';
 
 /**
  * Where a request schema alone draws a poor form, the panel narrows it with
