@@ -52,6 +52,7 @@ ops('when a command is sent from the device page, then a refusal shows beside it
   const queue = page.getByRole('region', { name: 'Downlink queue' });
   await queue.getByText('No downlinks yet.').waitFor();
   // The commands of the connector's integration, as GET /api/integrations lists them.
+  await form.getByLabel('Command').waitFor();
   const offered = await form.getByLabel('Command').locator('option').allInnerTexts();
   assert.ok(offered.some((o) => o.startsWith('loraAppServerQueueDownlink')), offered.join());
   assert.ok(offered.some((o) => o.startsWith('apiCall')), offered.join());
@@ -88,6 +89,8 @@ ops('when a connector is created, then the integrations offered are the platform
   const connectors = page.getByRole('region', { name: 'Connectors', exact: true });
   await connectors.getByRole('button', { name: 'New' }).click();
   const dialog = page.getByRole('dialog');
+  // The form is drawn once the integrations are read.
+  await dialog.locator('#create_integration').waitFor();
   const offered = await dialog.locator('#create_integration option').evaluateAll((os: any[]) => os.filter((o) => o.value !== '').map((o) => String(o.textContent)));
   assert.equal(offered, listed.filter((i) => i.available).map((i) => i.name));
   await dialog.locator('#create_name').fill('field network');
