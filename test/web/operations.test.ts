@@ -152,6 +152,9 @@ ops('when a rule is built in the form of its schema, then a refusal shows beside
   await dialog.locator('#create_definition_nodes_1_config__oneof_select').selectOption({ label: 'Log action' });
   await dialog.locator('#create_definition_nodes_1_config_message').fill('lights on');
   await dialog.locator('#create_definition_edges__add').click();
+  // An item's buttons say what they do in words (rjsf draws them as icons the panel does not ship).
+  const remove = dialog.getByRole('button', { name: 'Remove' }).first();
+  assert.is(await remove.evaluate((b) => (globalThis as any).getComputedStyle(b, '::after').content), '"Remove"');
   await dialog.locator('#create_definition_edges_0_from').fill('press');
   await dialog.locator('#create_definition_edges_0_to').fill('nowhere');
   await dialog.getByRole('button', { name: 'Create' }).click();
