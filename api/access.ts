@@ -1,4 +1,6 @@
-import { sql, type Expression, type RawBuilder, type SqlBool } from 'kysely';
+import { sql, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
+import type { Database } from '../projections/database.js';
+import { isUuid } from '../domain/shared/ids.js';
 import type { Deps } from './deps.js';
 import type { Principal } from './auth/principal.js';
 import { satisfies, type Need } from '../domain/access/scopes.js';
@@ -29,6 +31,21 @@ export async function scopesOn(deps: Deps, principal: Principal, resourceId: str
   const { rows } = await sql<{ scope: string[] }>`
     SELECT ar.scope FROM access_rights ar WHERE ar.resource_id = ${resourceId} AND ${heldBy(principal)}`.execute(deps.db);
   return new Set(rows.flatMap((r) => r.scope));
+}
+
+/**
+ * The scopes a user holds on each of `resourceIds`, by the same rule as a
+ * request's: for work done on a user's behalf outside a request (a
+ * calculation runs with its owner's rights). A resource without any is absent.
+ */
+export async function scopesOfUser(db: Kysely<Database>, userId: string, resourceIds: string[]): Promise<Map<string, Set<string>>> {
+  const held = new Map<string, Set<string>>();
+  if (resourceIds.length === 0 || !isUuid(userId)) return held;
+  const { rows } = await sql<{ resource_id: string; scope: string[] }>`
+    SELECT ar.resource_id, ar.scope FROM access_rights ar
+    WHERE ar.resource_id = ANY(${resourceIds}::text[]) AND ${heldBy({ id: userId, username: '', roles: [] })}`.execute(db);
+  for (const r of rows) held.set(r.resource_id, new Set([...(held.get(r.resource_id) ?? []), ...r.scope]));
+  return held;
 }
 
 /**

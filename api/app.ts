@@ -10,6 +10,7 @@ import { NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
 import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
 import { checkInput, contentEncoding, isInstant } from './input.js';
+import { timeRequests, type Metrics } from './metrics.js';
 
 /** Body cap for JSON requests; larger bodies get 413. */
 export const JSON_LIMIT = '1mb';
@@ -23,6 +24,8 @@ export interface Routes {
   panel?: express.Router;
   /** True when the platform is ready to serve (database, event store and projections up). */
   health: () => Promise<{ ready: boolean; detail: Record<string, unknown> }>;
+  /** `GET /metrics`, answered before authentication (it has a token of its own), and the request timer when metrics are on. */
+  metrics?: { route: RequestHandler; requests: Metrics['http'] | null };
 }
 
 /**
@@ -42,6 +45,9 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     res.setHeader('X-Request-Id', req.id);
     next();
   });
+  const operationOf = operationMatcher(openapi);
+  if (routes.metrics?.requests) app.use(timeRequests(routes.metrics.requests, operationOf));
+  if (routes.metrics) app.get('/metrics', routes.metrics.route);
   app.get('/api/openapi.json', (_req, res) => {
     res.json(openapi);
   });
@@ -56,7 +62,6 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   // Authentication and the role check come before body parsing and validation: an anonymous caller gets 401 and a
   // caller whose role does not allow the method gets 403 `Forbidden`, never a verdict on a body they may not send.
   const auth = authenticate(deps);
-  const operationOf = operationMatcher(openapi);
   app.use(deprecation(operationOf));
   app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
   app.use(authorizeMethod(deps, operationOf));

@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
+
 /**
  * Configuration, all from the environment, checked at start. A bad value stops
  * the platform with one line naming the variable and what it accepts.
@@ -16,6 +19,10 @@ export interface Config {
   projectionWaitMs: number;
   /** Lifetime of an access token, in seconds. */
   tokenTtlSeconds: number;
+  /** The bearer token `GET /metrics` asks for; null: metrics are off (not collected, and the route answers 404). */
+  metricsToken: string | null;
+  /** MQTT over TLS: its port and the PEM files of its certificate (chain) and key; null: no TLS port. */
+  mqttTls: { port: number; certFile: string; keyFile: string } | null;
 }
 
 export class ConfigError extends Error {}
@@ -58,6 +65,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const logLevel = (text('LOG_LEVEL') ?? 'info') as Config['logLevel'];
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
 
+  const metricsToken = text('METRICS_TOKEN');
+  if (metricsToken !== null && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN must have at least 16 characters');
+
   return {
     port: int('PORT', 3000, 0, 65535),
     mqttPort: int('MQTT_PORT', 1883, 0, 65535),
@@ -70,5 +80,39 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel,
     projectionWaitMs: int('PROJECTION_WAIT_MS', 5000, 1, 600000),
     tokenTtlSeconds: int('TOKEN_TTL_SECONDS', 3600, 60, 30 * 24 * 3600),
+    metricsToken,
+    mqttTls: mqttTls(text, int),
   };
+}
+
+/**
+ * MQTT over TLS is on when both PEM files are given, on `MQTT_TLS_PORT`
+ * (default 8883). The files are read here, and must hold a certificate and
+ * the private key that goes with it, so a mistake stops the start rather
+ * than the first device's handshake.
+ */
+function mqttTls(text: (name: string) => string | null, int: (name: string, fallback: number, min: number, max: number) => number): Config['mqttTls'] {
+  const certFile = text('TLS_CERT_FILE');
+  const keyFile = text('TLS_KEY_FILE');
+  if (certFile === null && keyFile === null) {
+    if (text('MQTT_TLS_PORT') !== null) throw new ConfigError('MQTT_TLS_PORT needs TLS_CERT_FILE and TLS_KEY_FILE (PEM files of the certificate and its private key)');
+    return null;
+  }
+  if (certFile === null || keyFile === null) throw new ConfigError('TLS_CERT_FILE and TLS_KEY_FILE must be set together');
+  const read = (name: string, file: string): string => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`${name} cannot be read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message} (${file})`);
+    }
+  };
+  const cert = read('TLS_CERT_FILE', certFile);
+  const key = read('TLS_KEY_FILE', keyFile);
+  if (!cert.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError(`TLS_CERT_FILE must be a PEM certificate (${certFile})`);
+  try {
+    createSecureContext({ cert, key });
+  } catch (error) {
+    throw new ConfigError(`TLS_CERT_FILE and TLS_KEY_FILE must be a PEM certificate and its own private key: ${(error as Error).message}`);
+  }
+  return { port: int('MQTT_TLS_PORT', 8883, 0, 65535), certFile, keyFile };
 }

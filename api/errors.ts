@@ -80,8 +80,12 @@ function fromValidator(err: ValidatorError): { status: number; message: string }
   if (typeof err.status !== 'number' || !Array.isArray(err.errors)) return null;
   const first = err.errors[0] ?? {};
   switch (err.status) {
-    case 400:
+    case 400: {
+      // A `oneOf` chosen by a discriminator names the property in the message and the request's path as its path.
+      const named = /^'([^']+)' (.+?)\.?$/.exec(first.message ?? '');
+      if (named) return { status: 422, message: `ERR - ${named[1]} ${why(named[2])}` };
       return { status: 422, message: `ERR - ${fieldOf(first.path)} ${why(first.message)}` };
+    }
     case 404:
       return { status: 404, message: 'Not Found' };
     case 405:

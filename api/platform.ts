@@ -47,6 +47,8 @@ import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { liveChannelRoutes } from './channels/live.js';
+import { createMetrics, metricsRoute } from './metrics.js';
+import { measuredStore } from '../domain/eventstore/measured.js';
 import { ruleRoutes } from './rules/routes.js';
 import { deviceCommands } from './commands/send.js';
 import { RulesReactor } from '../reactors/rules/index.js';
@@ -54,6 +56,8 @@ import { locationRoutes } from './locations/routes.js';
 import { organizationRoutes } from './organizations/routes.js';
 import { appRoutes } from './apps/routes.js';
 import { appFilterRoutes } from './usergroups/appFilter.js';
+import { calculationRoutes } from './calculations/routes.js';
+import { CalculationReactor } from '../reactors/calculations/reactor.js';
 
 export interface Platform {
   deps: Deps;
@@ -61,6 +65,8 @@ export interface Platform {
   httpPort: number;
   /** The MQTT address actually bound (MQTT_PORT=0 picks a free port). */
   mqttPort: number;
+  /** The MQTT over TLS port bound; null when TLS is off. */
+  mqttTlsPort: number | null;
   /** The ingest decode stage: translator resolution and calls. */
   translation: Translation;
   stop(): Promise<void>;
@@ -90,8 +96,13 @@ function jwtSecret(config: Config): string {
   return secret;
 }
 
+/** What the environment cannot set: the clock (tests set it to put reports at chosen times). */
+export interface PlatformOptions {
+  clock?: () => Date;
+}
+
 /** The composition root: every dependency is built and wired here, once. */
-export async function startPlatform(config: Config, log: Logger): Promise<Platform> {
+export async function startPlatform(config: Config, log: Logger, options: PlatformOptions = {}): Promise<Platform> {
   // What has started, to be stopped in reverse order: on stop(), or at once when a later step of start fails,
   // so a failed start never leaves a private cluster or a port behind.
   const started: (() => unknown)[] = [];
@@ -114,7 +125,10 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
     await migrateToLatest(db);
 
-    const store: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+    // Metrics only when someone may read them: without METRICS_TOKEN nothing is measured.
+    const metrics = config.metricsToken ? createMetrics(log) : null;
+    const engine: EventStore = config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool);
+    const store = metrics ? measuredStore(engine, metrics.store) : engine;
     started.push(() => store.close());
     // The broker's in-memory registry follows the events inside the projection runner, so REST writes are visible to MQTT when they return.
     // One translator sandbox per process; its index follows uploads and device preferences inside the projection runner.
@@ -122,7 +136,7 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     started.push(() => sandbox.dispose());
     const translation = new Translation(store, db, sandbox, log);
     await translation.load();
-    const ingest = await createIngest(store, db, log, { decoder: translation });
+    const ingest = await createIngest(store, db, log, { decoder: translation, metrics: metrics?.ingest });
     const principals = new Principals(db);
     // Generic connectors' external brokers: connections follow the connectors' events, once committed.
     const externalBrokers = new ExternalBrokers({ store, db, log, registry: ingest.registry, logs: ingest.logs, ingest });
@@ -130,14 +144,15 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
     started.push(() => projections.stop());
     await projections.start();
 
-    const deps: Deps = { config, db, store, projections, log, clock: () => new Date(), jwtSecret: jwtSecret(config), principals };
+    const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals };
     await bootstrapAdmin(deps);
 
     const openapi = loadOpenApi();
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps)],
+      metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps)],
       health: async () => {
         const [dbUp, storeUp] = await Promise.all([
           sql`SELECT 1`.execute(db).then(() => true, () => false),
@@ -160,7 +175,8 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       return new Promise<void>((resolve) => server.close(() => resolve()));
     });
     started.push(() => ingest.stop());
-    const broker = await ingest.start({ mqttPort: config.mqttPort, httpServer: server, jwtSecret: deps.jwtSecret });
+    const tls = config.mqttTls && { port: config.mqttTls.port, cert: readFileSync(config.mqttTls.certFile, 'utf8'), key: readFileSync(config.mqttTls.keyFile, 'utf8') };
+    const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock });
 
     // Reactors: side effects driven by committed events, each from its own checkpoint.
     const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs };
@@ -174,15 +190,20 @@ export async function startPlatform(config: Config, log: Logger): Promise<Platfo
       }),
       externalBrokers,
       new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
+      new CalculationReactor({ store, db, log, projections, clock: deps.clock }),
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());
       await reactor.start();
     }
+    metrics?.follow({
+      sandbox: () => sandbox.stats(),
+      subscribers: () => [projections.subscriber, ...reactors.flatMap((r) => ('subscriber' in r && r.subscriber ? [r.subscriber] : []))],
+    });
     const httpPort = (server.address() as AddressInfo).port;
     log.info({ port: httpPort }, 'HTTP listening');
 
-    return { deps, httpPort, mqttPort: broker.port, translation, stop: stopAll };
+    return { deps, httpPort, mqttPort: broker.port, mqttTlsPort: broker.tlsPort, translation, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

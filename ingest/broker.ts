@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import { createServer, type Server as NetServer, type AddressInfo } from 'node:net';
+import { createServer, type Server as NetServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
+import type { Counter, Gauge } from 'prom-client';
 import type { Readable } from 'node:stream';
 import type { Server as HttpServer } from 'node:http';
 import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
@@ -40,9 +42,24 @@ export type Session = { kind: 'user' | 'credentials' | 'app'; id: string; client
  */
 export const scopedClientId = (identity: string, clientId: string) => `${identity}/${clientId}`;
 
+/** What the broker reports: open connections by transport, PUBLISH packets in and out, failed TLS handshakes. */
+export interface BrokerMetrics {
+  connections: Gauge<'transport'>;
+  received: Counter;
+  sent: Counter;
+  tlsRefused: Counter;
+}
+
+/** A TLS handshake that fails within this time is refused; a client that says nothing is cut off. */
+const TLS_HANDSHAKE_MS = 10_000;
+/** Refused TLS handshakes logged per second at most; the rest are counted. */
+const TLS_REFUSALS_LOGGED = 10;
+
 export interface BrokerOptions {
   port: number;
   host?: string;
+  /** MQTT over TLS: its port, and the PEM certificate (chain) and private key it presents. */
+  tls?: { port: number; cert: string; key: string } | null;
   httpServer?: HttpServer;
   registry: Registry;
   pipeline: IngestPipeline;
@@ -50,11 +67,16 @@ export interface BrokerOptions {
   log: Logger;
   db: Kysely<Database>;
   jwtSecret: string;
+  metrics?: BrokerMetrics | null;
+  /** The platform clock: a message's `receivedAt`, which becomes its report's `reportedAt`. */
+  clock?: () => Date;
 }
 
 export interface Broker {
   aedes: Aedes;
   port: number;
+  /** The TLS port bound, or null when MQTT over TLS is off. */
+  tlsPort: number | null;
   /** Publishes from the platform itself (output topics, downlinks). */
   publish(topic: string, payload: Buffer | string, qos?: 0 | 1): Promise<void>;
   /** Corks the connections subscribed to output topics; the returned function uncorks them. */
@@ -150,6 +172,7 @@ const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest();
  */
 export async function startBroker(options: BrokerOptions): Promise<Broker> {
   const { registry, pipeline, logs, log, db, jwtSecret } = options;
+  const metrics = options.metrics ?? null;
   const sessions = new WeakMap<Client, Session>();
   const buckets = new Map<string, { tokens: number; at: number }>();
   let refusedConnects = 0;
@@ -277,6 +300,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     },
 
     authorizePublish(client, packet, callback) {
+      metrics?.received.inc();
       const topic = packet.topic;
       const session = client ? sessions.get(client) : undefined;
       if (!client || !session) return callback(new Error('publish without a login'));
@@ -317,7 +341,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         path: resolved.path,
         topic,
         payload: read.body,
-        receivedAt: new Date().toISOString(),
+        receivedAt: (options.clock?.() ?? new Date()).toISOString(),
         correlationId: `mqtt:${hash}:${messageId ?? '-'}:${session.clientId}`,
         dedup: messageId !== undefined ? { key: dedupKey(session.id, session.clientId, messageId), hash, redelivery: packet.dup === true } : undefined,
         done: (err) => {
@@ -334,7 +358,9 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     // write into another's push or output topics. Only what the platform itself
     // publishes (no publishing client: output topics, downlinks) is delivered.
     authorizeForward(_client, packet) {
-      return (packet as { clientId?: string | null }).clientId == null ? packet : null;
+      if ((packet as { clientId?: string | null }).clientId != null) return null;
+      metrics?.sent.inc();
+      return packet;
     },
   });
 
@@ -372,22 +398,80 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     }
   });
 
-  const server: NetServer = createServer((socket) => {
+  const open = metrics ? { tcp: metrics.connections.labels('tcp'), tls: metrics.connections.labels('tls'), ws: metrics.connections.labels('ws') } : null;
+  const counted = (transport: 'tcp' | 'tls' | 'ws', conn: { once(event: 'close', listener: () => void): unknown }) => {
+    if (!open) return;
+    open[transport].inc();
+    conn.once('close', () => open[transport].dec());
+  };
+  const listen = async (server: NetServer, port: number): Promise<number> => {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, options.host, () => resolve());
+    });
+    return (server.address() as AddressInfo).port;
+  };
+
+  // TCP and TLS connections go the same way: the packet size guard, then aedes with its logins and topic rules.
+  const serve = (transport: 'tcp' | 'tls') => (socket: Socket) => {
+    counted(transport, socket);
     guardPacketSize(socket);
     aedes.handle(socket);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  };
+  const server: NetServer = createServer(serve('tcp'));
+  const port = await listen(server, options.port);
   log.info({ port }, 'MQTT listening');
+
+  let tlsServer: TlsServer | null = null;
+  let tlsPort: number | null = null;
+  if (options.tls) {
+    tlsServer = createTlsServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2', handshakeTimeout: TLS_HANDSHAKE_MS }, serve('tls'));
+    let windowStart = 0;
+    let loggedInWindow = 0;
+    let unlogged = 0;
+    // A client that refuses the handshake has often closed its socket by the time the error is reported, and a
+    // closed socket no longer knows its peer: the address is taken when the connection arrives.
+    const remotes = new WeakMap<Socket, string | undefined>();
+    tlsServer.on('connection', (raw: Socket) => remotes.set(raw, raw.remoteAddress));
+    // A failed handshake (a client that does not trust the certificate, plain MQTT on this port, an old TLS version)
+    // only ends that connection. It is counted, and logged: up to TLS_REFUSALS_LOGGED a second, so a scanner cannot
+    // flood the log; the next line logged says how many were left out.
+    tlsServer.on('tlsClientError', (err: Error & { code?: string }, socket) => {
+      const remote = socket.remoteAddress ?? remotes.get((socket as unknown as { _parent: Socket })._parent);
+      socket.destroy();
+      // A connection closed before it said anything (a port probe) is no refusal.
+      if (err.code === 'ECONNRESET') return log.debug({ remote }, 'MQTT TLS connection closed before its handshake');
+      metrics?.tlsRefused.inc();
+      const now = Date.now();
+      if (now - windowStart > 1000) {
+        windowStart = now;
+        loggedInWindow = 0;
+      }
+      if (++loggedInWindow > TLS_REFUSALS_LOGGED) {
+        unlogged++;
+        return;
+      }
+      log.warn({ remote, code: err.code, err: err.message, unlogged }, 'MQTT TLS handshake refused');
+      unlogged = 0;
+    });
+    try {
+      tlsPort = await listen(tlsServer, options.tls.port);
+    } catch (error) {
+      // The TLS port is taken: nothing of the broker stays behind.
+      stopRevoking();
+      await new Promise<void>((resolve) => aedes.close(() => resolve()));
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      throw error;
+    }
+    log.info({ port: tlsPort }, 'MQTT over TLS listening');
+  }
 
   let wss: WebSocketServer | null = null;
   if (options.httpServer) {
     wss = new WebSocketServer({ server: options.httpServer, path: '/mqtt', maxPayload: MAX_WS_MESSAGE_BYTES });
     wss.on('connection', (ws, req) => {
       const stream = createWebSocketStream(ws);
+      counted('ws', ws);
       guardPacketSize(stream);
       stream.on('error', () => stream.destroy());
       aedes.handle(stream, req);
@@ -397,6 +481,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   return {
     aedes,
     port,
+    tlsPort,
     publish: (topic, payload, qos = 1) =>
       new Promise<void>((resolve, reject) =>
         aedes.publish({ cmd: 'publish', topic, payload: typeof payload === 'string' ? Buffer.from(payload) : payload, qos, retain: false, dup: false }, (err) => (err ? reject(err) : resolve())),
@@ -417,6 +502,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         await new Promise<void>((resolve) => wss!.close(() => resolve()));
       }
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      if (tlsServer) await new Promise<void>((resolve) => tlsServer!.close(() => resolve()));
     },
   };
 }

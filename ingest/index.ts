@@ -9,7 +9,7 @@ import { purgeExpiredLogs } from '../projections/logs.js';
 import { Registry } from './registry.js';
 import { IngestPipeline, dedupKey, type PipelineOptions } from './pipeline.js';
 import { LogWriter } from '../domain/logs/writer.js';
-import { startBroker, type Broker } from './broker.js';
+import { startBroker, type Broker, type BrokerOptions } from './broker.js';
 
 /**
  * The inbound data path: the registry the broker decides with, the ingest
@@ -40,7 +40,7 @@ export interface Ingest {
    * cannot be stored now.
    */
   external(m: { connectorId: string; clientId: string; topic: string; payload: Record<string, unknown>; hash: string; packetId?: number; dup: boolean; receivedAt: string }): Promise<void>;
-  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string }): Promise<Broker>;
+  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string; clock?: () => Date } & Pick<BrokerOptions, 'tls' | 'metrics'>): Promise<Broker>;
   stop(): Promise<void>;
 }
 
@@ -85,9 +85,9 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
         });
       }),
     broker: null,
-    async start({ mqttPort, httpServer, jwtSecret }) {
+    async start({ mqttPort, httpServer, jwtSecret, tls, metrics, clock }) {
       await pipeline.seed();
-      const broker = await startBroker({ port: mqttPort, httpServer, registry, pipeline, logs, log, db, jwtSecret });
+      const broker = await startBroker({ port: mqttPort, tls, httpServer, registry, pipeline, logs, log, db, jwtSecret, metrics, clock });
       ingest.broker = broker;
       purge = setInterval(() => {
         purgeExpiredLogs(db).catch((err) => log.error({ err }, 'purging expired log entries failed'));

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { Counter, Histogram } from 'prom-client';
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
@@ -60,6 +62,8 @@ interface IngestCommon {
   done: (error?: Error | null) => void;
   /** The publisher's connection: corked while a batch's acknowledgements are written, so they leave in one write. */
   conn?: { cork(): void; uncork(): void };
+  /** When the pipeline took it (`performance.now()`), kept only while metrics are on. */
+  arrivedAt?: number;
 }
 
 export interface PipelineOptions {
@@ -68,6 +72,16 @@ export interface PipelineOptions {
   maxBatch?: number;
   /** Decodes raw uplinks (`encodedData`) with the device's translators before the report becomes an event. */
   decoder?: Decoder;
+  metrics?: IngestMetrics;
+}
+
+/** What the pipeline reports, once per batch. */
+export interface IngestMetrics {
+  batchSize: Histogram;
+  batchSeconds: Histogram;
+  /** The wait of a batch's oldest message, from `submit` to its acknowledgement. */
+  latency: Histogram;
+  messages: Counter<'outcome'>;
 }
 
 /** Recently stored QoS > 0 messages kept for recognising redeliveries. */
@@ -127,8 +141,10 @@ export class IngestPipeline {
     this.lingerMs = options.lingerMs ?? 4;
     this.maxBatch = options.maxBatch ?? 2000;
     this.decoder = options.decoder ?? null;
+    this.metrics = options.metrics ?? null;
   }
   private readonly decoder: Decoder | null;
+  private readonly metrics: IngestMetrics | null;
 
   /**
    * Fills the redelivery memory from the latest stored reports, so a message
@@ -147,6 +163,7 @@ export class IngestPipeline {
 
   submit(message: IngestMessage): void {
     if (this.closed) return message.done(new Error('the platform is stopping'));
+    if (this.metrics) message.arrivedAt = performance.now();
     this.pending.push(message);
     if (this.pending.length >= this.maxBatch) this.schedule(0);
     else if (!this.timer && !this.flushing) this.schedule(this.lingerMs);
@@ -194,6 +211,7 @@ export class IngestPipeline {
   private async flush(): Promise<void> {
     const batch = this.pending.splice(0, this.maxBatch);
     if (batch.length === 0) return;
+    const started = this.metrics ? performance.now() : 0;
     const units: Unit[] = [];
     const answered: IngestMessage[] = [];
     for (const m of batch) {
@@ -235,6 +253,19 @@ export class IngestPipeline {
     for (const m of acked) m.done(null);
     // aedes writes the PUBACKs as the callbacks run; they leave together when the connections are uncorked.
     if (conns.size) setTimeout(() => { for (const c of conns) c.uncork(); }, 0);
+    if (this.metrics) this.measure(batch, started, answered.length, outcome);
+  }
+
+  private measure(batch: IngestMessage[], started: number, answered: number, outcome: { stored: Unit[]; refused: Unit[]; failed: Unit[] }): void {
+    const m = this.metrics!;
+    const now = performance.now();
+    m.batchSize.observe(batch.length);
+    m.batchSeconds.observe((now - started) / 1000);
+    if (batch[0]!.arrivedAt !== undefined) m.latency.observe((now - batch[0]!.arrivedAt) / 1000);
+    if (outcome.stored.length) m.messages.inc({ outcome: 'stored' }, outcome.stored.length);
+    if (answered) m.messages.inc({ outcome: 'answered' }, answered);
+    if (outcome.refused.length) m.messages.inc({ outcome: 'refused' }, outcome.refused.length);
+    if (outcome.failed.length) m.messages.inc({ outcome: 'failed' }, outcome.failed.length);
   }
 
   /** A message that will not be stored, logged on its credentials set; its publisher gets its PUBACK. */

@@ -11,6 +11,7 @@ import * as commands from './0011_commands.js';
 import * as parkedEvents from './0012_parked_events.js';
 import * as translatorCodecs from './0020_translator_codecs.js';
 import * as rules from './0030_rules.js';
+import * as calculations from './0033_calculations.js';
 import * as locationsOrganizationsApps from './0036_locations_organizations_apps.js';
 
 /**
@@ -30,6 +31,7 @@ export const migrations: Record<string, Migration> = {
   '0012_parked_events': parkedEvents,
   '0020_translator_codecs': translatorCodecs,
   '0030_rules': rules,
+  '0033_calculations': calculations,
   '0036_locations_organizations_apps': locationsOrganizationsApps,
 };
 

@@ -14,9 +14,10 @@ import type { RulesTables } from './rules.js';
 import type { LocationsTables } from './locations.js';
 import type { OrganizationsTables } from './organizations.js';
 import type { AppsTables } from './apps.js';
+import type { CalculationsTables } from './calculations.js';
 
 /**
  * Every read-model table, one interface per capability. A capability adds its
  * tables here by extending this interface.
  */
-export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables, DevicesTables, ProvisioningTables, ChannelsTables, LogsTables, TranslatorsTables, CommandsTables, RulesTables, LocationsTables, OrganizationsTables, AppsTables {}
+export interface Database extends UsersTables, AccessTables, UsergroupsTables, DashboardsTables, ImagesTables, GeofencesTables, DevicesTables, ProvisioningTables, ChannelsTables, LogsTables, TranslatorsTables, CommandsTables, RulesTables, LocationsTables, OrganizationsTables, AppsTables, CalculationsTables {}

@@ -15,6 +15,7 @@ import { rulesProjection } from './rules.js';
 import { locationsProjection } from './locations.js';
 import { organizationsProjection } from './organizations.js';
 import { appsProjection } from './apps.js';
+import { calculationsProjection } from './calculations.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection, rulesProjection, locationsProjection, organizationsProjection, appsProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection, rulesProjection, locationsProjection, organizationsProjection, appsProjection, calculationsProjection];

@@ -2,6 +2,8 @@ import { sql } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
 import type { LogEvent } from '../domain/logs/logEntry.js';
 import type { DeviceEvent } from '../domain/devices/device.js';
+import { calculationEntry } from '../domain/calculations/logs.js';
+import type { CalculationEvent } from '../domain/calculations/calculation.js';
 import type { Projection } from './runner.js';
 import { runLogEntry } from '../domain/rules/run.js';
 import { impliedEntries } from '../domain/logs/implied.js';
@@ -23,8 +25,13 @@ export interface LogsTables {
   device_logs: DeviceLogsTable;
 }
 
-/** Entries that other events imply, with the event's id as the entry's: a claim is logged on its device, a rule's run on the rule. */
+/**
+ * Entries that other events imply, each with its event's id as the entry's: a
+ * claim is logged on its device, a rule's run on the rule, a calculation halted
+ * or resumed on the calculation.
+ */
 function impliedEntry(e: RecordedEvent): LogEvent['data'] | null {
+  if (e.type === 'CalculationHalted' || e.type === 'CalculationResumed') return calculationEntry(e as RecordedEvent & CalculationEvent);
   if (e.type !== 'DeviceClaimed') return runLogEntry(e);
   const claim = (e as RecordedEvent & DeviceEvent & { type: 'DeviceClaimed' }).data;
   return {

@@ -38,7 +38,8 @@ interface Waiter {
  */
 export class ProjectionRunner {
   private waiters: Waiter[] = [];
-  private readonly subscriber: CheckpointedSubscriber<Database>;
+  /** Its follower of the event log (its lag is measured from it). */
+  readonly subscriber: CheckpointedSubscriber<Database>;
 
   constructor(
     store: EventStore,

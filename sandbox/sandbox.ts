@@ -71,6 +71,12 @@ export interface SandboxStats {
   reused: number;
   /** Context disposals where the engine could not free everything (a leaked handle); should stay 0. */
   disposeFailures: number;
+  /** Calls of loaded translators (decode, chain, encode) since the sandbox was created. */
+  calls: number;
+  /** Of those, calls that ran past their deadline. */
+  timeouts: number;
+  /** Of those, calls that failed otherwise (the translator threw, ran out of memory, or returned something the spec refuses). */
+  failures: number;
 }
 
 /** What a codec gave for one input, as data: its value, or the error it failed with. */
@@ -223,6 +229,9 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
   let created = 0;
   let discarded = 0;
   let disposeFailures = 0;
+  let calls = 0;
+  let timeouts = 0;
+  let failures = 0;
   /** Reuses counted by pools that were closed since (unloaded or replaced translators). */
   let reusedByClosedPools = 0;
   let disposed = false;
@@ -272,8 +281,13 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
       touch(key, entry);
       const taken = pool.take();
       const context = taken instanceof TranslatorContext ? taken : await taken;
+      calls++;
       try {
         return call(context);
+      } catch (error) {
+        if (error instanceof TranslatorError && error.kind === 'timeout') timeouts++;
+        else failures++;
+        throw error;
       } finally {
         pool.giveBack(context);
       }
@@ -440,7 +454,7 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
     stats: () => {
       let reused = reusedByClosedPools;
       for (const entry of entries.values()) reused += entry.pool.stats().reused;
-      return { programs: entries.size, contexts: live, created, discarded, reused, disposeFailures };
+      return { programs: entries.size, contexts: live, created, discarded, reused, disposeFailures, calls, timeouts, failures };
     },
     dispose() {
       disposed = true;

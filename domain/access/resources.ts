@@ -25,4 +25,5 @@ export const OWNED_RESOURCES: OwnedResource[] = [
   { resourceType: 'location', created: 'LocationCreated', deleted: 'LocationDeleted' },
   { resourceType: 'organization', created: 'OrganizationCreated', deleted: 'OrganizationDeleted' },
   { resourceType: 'app', created: 'AppCreated', deleted: 'AppDeleted' },
+  { resourceType: 'calculation', created: 'CalculationCreated', deleted: 'CalculationDeleted' },
 ];

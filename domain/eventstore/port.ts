@@ -62,6 +62,12 @@ export interface EventStore {
   readStream(streamId: string, options?: { fromRevision?: number; limit?: number }): Promise<RecordedEvent[]>;
   /** Events in global order. Never returns an event that could be followed by one committed later at a lower position. */
   readAll(options: ReadAllOptions): Promise<RecordedEvent[]>;
+  /**
+   * How many events `readAll` would return after `after`, counted up to `cap`:
+   * how far a subscriber at `after` is behind. Adapters that cannot count
+   * without reading the events leave it out.
+   */
+  countAfter?(after: Position | null, cap: number): Promise<number>;
   /** Catches up from `after`, then follows live. The handler gets batches in global order and is awaited. */
   subscribe(options: SubscribeOptions, handler: (batch: RecordedEvent[]) => Promise<void>): Subscription;
   close(): Promise<void>;

@@ -36,6 +36,15 @@ export interface SubscriberOptions<DB> {
   done?(batch: RecordedEvent[], position: Position): void;
 }
 
+/** How far a subscriber is behind the store: events not yet handled, and the age in seconds of the oldest of them. */
+export interface Lag {
+  events: number;
+  seconds: number;
+}
+
+/** Lag in events is counted up to this many; past it, the figure says "very far behind" well enough. */
+const LAG_CAP = 1_000_000;
+
 export class CheckpointedSubscriber<DB> {
   private at: Position | null = null;
   private subscription: Subscription | null = null;
@@ -55,6 +64,23 @@ export class CheckpointedSubscriber<DB> {
   /** Started, and the last batch did not fail. */
   get healthy(): boolean {
     return this.subscription !== null && this.lastError === null;
+  }
+
+  /**
+   * Measured against the store, not from what the subscriber last saw, so a
+   * subscriber that is stuck (or stopped) shows a growing lag. The age is
+   * that of the oldest event not yet handled (by its `time`), 0 when every
+   * stored event is handled. Where the store cannot count, events are counted
+   * up to one batch.
+   */
+  async lag(now = Date.now()): Promise<Lag> {
+    const { store, batchSize = 500 } = this.options;
+    const at = this.at;
+    const [next] = await store.readAll({ after: at, limit: 1 });
+    if (!next) return { events: 0, seconds: 0 };
+    const events = store.countAfter ? await store.countAfter(at, LAG_CAP) : (await store.readAll({ after: at, limit: batchSize })).length;
+    const time = Date.parse(next.metadata.time);
+    return { events, seconds: Number.isFinite(time) ? Math.max(0, (now - time) / 1000) : 0 };
   }
 
   /** Loads the checkpoint; with `catchUp`, applies everything stored so far before following live. */

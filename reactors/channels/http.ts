@@ -77,6 +77,11 @@ export class HttpChannels {
     readonly retry = HTTP_RETRY,
   ) {}
 
+  /** Its follower of the event log, once started (its lag is measured from it). */
+  get subscriber(): CheckpointedSubscriber<Database> | null {
+    return this.reader;
+  }
+
   get signal(): AbortSignal {
     return this.stopping.signal;
   }

@@ -62,7 +62,8 @@ function unsupported(logs: LogWriter, channel: ChannelInfo, deviceId: string): v
  * broker took the batch's publishes: at least once.
  */
 export class MqttOutput {
-  private readonly subscriber: CheckpointedSubscriber<Database>;
+  /** Its follower of the event log (its lag is measured from it). */
+  readonly subscriber: CheckpointedSubscriber<Database>;
 
   constructor(deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter }, publish: (topic: string, payload: Buffer) => Promise<void>, hold: () => () => void) {
     const tracker = new ChangeTracker(deps.store, deps.db);

@@ -45,7 +45,8 @@ interface Open {
  * twice. An accepted flush marks the device's queued downlinks flushed.
  */
 export class CommandDelivery {
-  private readonly subscriber: CheckpointedSubscriber<Database>;
+  /** Its follower of the event log (its lag is measured from it). */
+  readonly subscriber: CheckpointedSubscriber<Database>;
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly startedAt = Date.now();
   private stopped = false;

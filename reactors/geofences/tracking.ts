@@ -48,7 +48,8 @@ const derivedId = (...parts: string[]): string => {
  * log entries carry ids derived from the position event.
  */
 export class GeofenceTracking {
-  private readonly subscriber: CheckpointedSubscriber<Database>;
+  /** Its follower of the event log (its lag is measured from it). */
+  readonly subscriber: CheckpointedSubscriber<Database>;
 
   constructor(private readonly deps: Deps) {
     this.subscriber = new CheckpointedSubscriber<Database>({

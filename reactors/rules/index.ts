@@ -80,7 +80,7 @@ interface Chain {
  * `MAX_RUN_DEPTH` it is halted (`RuleRunHalted`) and logged.
  */
 export class RulesReactor {
-  private readonly subscriber: CheckpointedSubscriber<Database>;
+  readonly subscriber: CheckpointedSubscriber<Database>;
   private readonly index = new RuleIndex();
   private readonly tracker: ChangeTracker;
   private readonly chains = new RecentMemory<string, Chain>(100_000);

@@ -1,7 +1,9 @@
+import { spawnSync } from 'node:child_process';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { ConfigError, loadConfig } from '../../api/config.js';
 import { ensureBinaries, MissingBinariesError } from '../../migrations/cluster.js';
+import { makeCertificates } from '../support/certificates.js';
 
 const config = suite('configuration');
 
@@ -13,6 +15,8 @@ config('given an empty environment, then the documented defaults apply', () => {
   assert.is(c.dataDir, './data');
   assert.is(c.eventstoreUrl, null);
   assert.is(c.jwtSecret, null);
+  assert.is(c.metricsToken, null, 'metrics are off');
+  assert.is(c.mqttTls, null, 'MQTT over TLS is off');
 });
 
 for (const [name, value, words] of [
@@ -24,6 +28,10 @@ for (const [name, value, words] of [
   ['EVENTSTORE_URL', 'http://x:2113', /EVENTSTORE_URL must start with esdb/],
   ['JWT_SECRET', 'short', /JWT_SECRET must have at least 32 characters/],
   ['LOG_LEVEL', 'loud', /LOG_LEVEL must be one of/],
+  ['METRICS_TOKEN', 'short', /METRICS_TOKEN must have at least 16 characters/],
+  ['MQTT_TLS_PORT', '8883', /MQTT_TLS_PORT needs TLS_CERT_FILE and TLS_KEY_FILE/],
+  ['TLS_CERT_FILE', '/etc/hostname', /TLS_CERT_FILE and TLS_KEY_FILE must be set together/],
+  ['TLS_KEY_FILE', '/etc/hostname', /TLS_CERT_FILE and TLS_KEY_FILE must be set together/],
 ] as const) {
   config(`when ${name}=${value}, then start-up stops with a message naming ${name}`, () => {
     try {
@@ -38,6 +46,29 @@ for (const [name, value, words] of [
 
 config('when only one of ADMIN_USERNAME and ADMIN_PASSWORD is set, then start-up stops', () => {
   assert.throws(() => loadConfig({ ADMIN_USERNAME: 'root' }), /set together/);
+});
+
+config('given TLS_CERT_FILE and TLS_KEY_FILE, then MQTT over TLS is on, at 8883 unless MQTT_TLS_PORT says otherwise; files that cannot be read, are not PEM, or are not a pair stop the start naming the variable', () => {
+  const certs = makeCertificates();
+  try {
+    const env = { TLS_CERT_FILE: certs.cert, TLS_KEY_FILE: certs.key };
+    assert.equal(loadConfig(env).mqttTls, { port: 8883, certFile: certs.cert, keyFile: certs.key });
+    assert.is(loadConfig({ ...env, MQTT_TLS_PORT: '18883' }).mqttTls?.port, 18883);
+    assert.throws(() => loadConfig({ ...env, MQTT_TLS_PORT: 'tls' }), /MQTT_TLS_PORT must be a whole number/);
+    assert.throws(() => loadConfig({ ...env, TLS_KEY_FILE: `${certs.dir}/missing.key` }), /TLS_KEY_FILE cannot be read: ENOENT/);
+    assert.throws(() => loadConfig({ ...env, TLS_CERT_FILE: certs.key }), /TLS_CERT_FILE must be a PEM certificate/);
+    assert.throws(() => loadConfig({ ...env, TLS_CERT_FILE: certs.strayCert }), /TLS_CERT_FILE and TLS_KEY_FILE must be a PEM certificate and its own private key/);
+  } finally {
+    certs.remove();
+  }
+});
+
+config('when the platform is started with MQTT_TLS_PORT but no certificate, then it stops at once with one line naming the variables', () => {
+  const root = new URL('../..', import.meta.url).pathname;
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'api/main.ts'], { cwd: root, encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH, MQTT_TLS_PORT: '8883' } });
+  assert.is(run.status, 2, run.stderr);
+  assert.is(run.stderr.trim().split('\n').length, 1, run.stderr);
+  assert.match(run.stderr, /^configuration: MQTT_TLS_PORT needs TLS_CERT_FILE and TLS_KEY_FILE/);
 });
 
 config('given no PostgreSQL binaries and no permission to install, then one line names the packages and DATABASE_URL', () => {

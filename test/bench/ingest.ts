@@ -12,6 +12,12 @@
  *   on its output topics through one mqtt channel on a device group of all devices.
  * - Latency: from publish to the consumer's receipt of the output message.
  *   Lost: acknowledged messages never delivered (after a drain of up to 15 s).
+ * - Metrics overhead: after that run, the database is copied (as a template)
+ *   once per round, so every round starts from the same data; rounds alternate
+ *   without metrics and with METRICS_TOKEN set and `/metrics` scraped every
+ *   `BENCH_SCRAPE_MS` (default 1,000): off then on, on then off, … for
+ *   `BENCH_METRICS_ROUNDS` rounds (default 2), each copy checkpointed before
+ *   its run. `BENCH_METRICS_ROUNDS=0` skips them.
  */
 import type { ChildProcess } from 'node:child_process';
 import { spawnProcess, startPlatformProcess } from './processes.js';
@@ -20,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
 import mqtt, { type MqttClient } from 'mqtt';
+import pg from 'pg';
 import { Aedes } from 'aedes';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 
@@ -27,6 +34,9 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const CONNECTIONS = 10;
 const DEVICES = 1000;
 const WINDOW = Number(process.env.BENCH_WINDOW ?? 24);
+const METRICS_ROUNDS = Number(process.env.BENCH_METRICS_ROUNDS ?? 2);
+const SCRAPE_MS = Number(process.env.BENCH_SCRAPE_MS ?? 1000);
+const METRICS_TOKEN = 'bench-metrics-token-0123456789';
 
 const connectClient = (port: number, options: mqtt.IClientOptions) =>
   new Promise<MqttClient>((resolve, reject) => {
@@ -151,6 +161,53 @@ async function main(): Promise<void> {
     await consumer.endAsync();
     await platform.stop();
 
+    // ---- metrics overhead: rounds without and with metrics, each on its own copy of the same data ----
+    let copies = 0;
+    const copy = async () => {
+      const name = `bench_copy_${++copies}`;
+      const admin = new pg.Client({ connectionString: cluster.url('postgres') });
+      await admin.connect();
+      await admin.query(`CREATE DATABASE ${name} TEMPLATE bench`);
+      // The copy and the previous run's writes are flushed now, not during the next run.
+      await admin.query('CHECKPOINT');
+      await admin.end();
+      return cluster.url(name);
+    };
+    const again = async (env: Record<string, string>) => {
+      const p = await startPlatformProcess(await copy(), join(dir, 'data'), env);
+      children.push(p.child);
+      const c = await connectClient(p.ports.mqtt!, { username: 'bench-consumer', password: 'bench-consumer-password' });
+      await c.subscribeAsync(`svc/output/v2/${consumerSet._id}/#`, { qos: 1 });
+      const scrapes: number[] = [];
+      let scraping = env.METRICS_TOKEN !== undefined;
+      const scraper = (async () => {
+        while (scraping) {
+          const started = Date.now();
+          const res = await fetch(`http://127.0.0.1:${p.ports.http}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+          if (res.status !== 200) throw new Error(`GET /metrics: ${res.status}`);
+          await res.text();
+          scrapes.push(Date.now() - started);
+          await new Promise((r) => setTimeout(r, SCRAPE_MS));
+        }
+      })();
+      const result = await run(p.ports.mqtt!, publishers, c, (_topic, payload) => {
+        const m = JSON.parse(payload.toString()) as { diff: { seq?: string; t?: number } };
+        return m.diff.seq && m.diff.t ? { key: m.diff.seq, t: m.diff.t } : null;
+      });
+      scraping = false;
+      await scraper;
+      await c.endAsync();
+      await p.stop();
+      scrapes.sort((a, b) => a - b);
+      return { ...result, scrapes: scrapes.length, scrapeP50Ms: scrapes[Math.floor(scrapes.length / 2)] ?? null, scrapeMaxMs: scrapes[scrapes.length - 1] ?? null };
+    };
+    const rounds: { off: Awaited<ReturnType<typeof again>>; on: Awaited<ReturnType<typeof again>> }[] = [];
+    for (let i = 0; i < METRICS_ROUNDS; i++) {
+      // Every other round runs metrics first, so neither side always runs second.
+      if (i % 2 === 0) rounds.push({ off: await again({}), on: await again({ METRICS_TOKEN }) });
+      else rounds.push({ on: await again({ METRICS_TOKEN }), off: await again({}) });
+    }
+
     // ---- the baseline: the same load through a plain aedes broker ----
     const plain = await spawnProcess(['test/bench/ingest.ts', '--plain-broker'], {}, (ports) => ports.mqtt !== undefined);
     children.push(plain.child);
@@ -180,6 +237,17 @@ async function main(): Promise<void> {
           delivered: ingest.delivered,
           baseline: { broker: 'plain aedes, no ingest', acceptedPerSecond: baseline.acceptedPerSecond, deliveredPerSecond: baseline.deliveredPerSecond, p50LatencyMs: baseline.p50Ms, p99LatencyMs: baseline.p99Ms, lost: baseline.lost },
           ratioToBaseline: baseline.deliveredPerSecond ? Number((ingest.deliveredPerSecond / baseline.deliveredPerSecond).toFixed(3)) : null,
+          metrics: rounds.length
+            ? {
+                scrapeEveryMs: SCRAPE_MS,
+                rounds: rounds.map(({ off, on }) => ({
+                  off: { deliveredPerSecond: off.deliveredPerSecond, p50LatencyMs: off.p50Ms, p99LatencyMs: off.p99Ms, lost: off.lost },
+                  on: { deliveredPerSecond: on.deliveredPerSecond, p50LatencyMs: on.p50Ms, p99LatencyMs: on.p99Ms, lost: on.lost, scrapes: on.scrapes, scrapeP50Ms: on.scrapeP50Ms, scrapeMaxMs: on.scrapeMaxMs },
+                  ratioOnToOff: Number((on.deliveredPerSecond / off.deliveredPerSecond).toFixed(3)),
+                })),
+                ratioOnToOff: Number((rounds.reduce((a, r) => a + r.on.deliveredPerSecond, 0) / rounds.reduce((a, r) => a + r.off.deliveredPerSecond, 0)).toFixed(3)),
+              }
+            : 'skipped (BENCH_METRICS_ROUNDS=0)',
         },
         null,
         2,

@@ -55,9 +55,10 @@ export interface PlatformProcess {
   stop(): Promise<void>;
 }
 
-/** The platform (`api/main.ts`) as its own process on `databaseUrl`, with an admin logged in. */
-export async function startPlatformProcess(databaseUrl: string, dataDir: string): Promise<PlatformProcess> {
+/** The platform (`api/main.ts`) as its own process on `databaseUrl`, with an admin logged in; `env` adds settings (METRICS_TOKEN, …). */
+export async function startPlatformProcess(databaseUrl: string, dataDir: string, env: Record<string, string> = {}): Promise<PlatformProcess> {
   const { child, ports } = await spawnProcess(['api/main.ts'], {
+    ...env,
     DATABASE_URL: databaseUrl,
     PORT: '0',
     MQTT_PORT: '0',

@@ -1,7 +1,7 @@
 /**
  * `npm run bench:rules`: device reports per second through ingest while
- * active device-triggered rules follow them, beside the same ingest with
- * none, in the same run.
+ * active device-triggered rules and `onChange` calculations follow them,
+ * beside the same ingest with neither, in the same run.
  *
  * - Its own throw-away PostgreSQL cluster with durability on; the platform
  *   runs as its own process (`api/main.ts`), the publishers run here.
@@ -10,16 +10,26 @@
  *   in flight; a PUBACK means the report is stored, so acknowledged messages
  *   per second is the ingest rate. Reports are `{temperature}` with values
  *   0 to 99 in turn.
- * - The `with` phases run with every load of `LOADS` set up: 100 rules, each
- *   triggered by the temperature of one of the devices, with a condition
- *   (above 89: one report in ten) leading to a log action, so one report in
- *   twenty runs a rule. The `none` phases run with no load at all. Phases
- *   alternate (none, with, none, with) so the machine's drift hits both.
- * - After each `with` phase, how long the rules reactor needed to catch up
- *   with the log (`catchUpMs`), and how many runs it decided.
+ * - The `with` phases run with every load of `LOADS` set up:
+ *   - 100 rules, each triggered by the temperature of one of the first 100
+ *     devices, with a condition (above 89: one report in ten) leading to a
+ *     log action, so one report in twenty runs a rule;
+ *   - 100 `onChange` window calculations, one on each of the other 100
+ *     devices (the mean of its temperature over the last hour, written back
+ *     to it as `temperatureMean1h`), so every report of those stores one
+ *     result report.
+ *   The `none` phases run with no load at all. Phases alternate (none, with,
+ *   none, with) so the machine's drift hits both.
+ * - After each `with` phase, per load: how long its reactor needed to catch
+ *   up with the log (`catchUpMsAfterPhase`) and the work it did in the phase
+ *   (rule runs decided; calculation results stored, beside the reports that
+ *   set them off, which they must equal).
  *
- * Another load (the calculations of issue 13, 100 `onChange` calculations) is
- * one more entry of `LOADS`: a name, and a set-up that returns its clean-up.
+ * `BENCH_LOADS=onChangeCalculations` (names, comma-separated) runs only those
+ * loads, to tell what each one costs.
+ *
+ * A further load is one more entry of `LOADS`: a name, its reactor's
+ * checkpoint, and a set-up that returns how to count its work and clean up.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -29,6 +39,7 @@ import mqtt, { type MqttClient } from 'mqtt';
 import pg from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { startPlatformProcess, type PlatformProcess } from './processes.js';
+import { createCalculationLoad, deleteCalculationLoad } from './calculationLoad.js';
 
 const SECONDS = Number(process.env.BENCH_RULES_SECONDS ?? 8);
 const ROUNDS = 2;
@@ -36,19 +47,28 @@ const CONNECTIONS = 4;
 const DEVICES = 200;
 const WINDOW = 64;
 const RULES = 100;
+const CALCULATIONS = 100;
 
 type Call = PlatformProcess['call'];
+
+/** The work a load's reactor did so far, as counters read from the event log. */
+type Work = Record<string, number>;
 
 /** A load the `with` phases run under: set up before the phase, cleaned up after it. */
 interface Load {
   name: string;
-  setUp(call: Call, devices: { _id: string }[]): Promise<() => Promise<void>>;
+  /** The checkpoint of the reactor that follows the load. */
+  reactor: string;
+  setUp(call: Call, devices: { _id: string }[], db: pg.Pool): Promise<{ work(): Promise<Work>; cleanUp(): Promise<void> }>;
 }
 
-const LOADS: Load[] = [
+const count = async (db: pg.Pool, query: string, params: unknown[] = []) => Number((await db.query<{ n: string }>(query, params)).rows[0]!.n);
+
+const ALL_LOADS: Load[] = [
   {
     name: 'deviceTriggeredRules',
-    async setUp(call, devices) {
+    reactor: 'rules',
+    async setUp(call, devices, db) {
       const ids: string[] = [];
       for (const device of devices.slice(0, RULES)) {
         const rule = await call('POST', '/api/rules-v2', {
@@ -67,12 +87,34 @@ const LOADS: Load[] = [
         });
         ids.push(rule._id);
       }
-      return async () => {
-        for (const id of ids) await call('DELETE', `/api/rules-v2/${id}`);
+      return {
+        work: async () => ({ runsDecided: await count(db, "SELECT count(*)::text AS n FROM es.events WHERE type = 'RuleRunStarted'") }),
+        cleanUp: async () => {
+          for (const id of ids) await call('DELETE', `/api/rules-v2/${id}`);
+        },
+      };
+    },
+  },
+  {
+    name: 'onChangeCalculations',
+    reactor: 'calculations',
+    async setUp(call, devices, db) {
+      const sources = devices.slice(RULES, RULES + CALCULATIONS).map((d) => `device-${d._id}`);
+      const ids = await createCalculationLoad(call, devices.slice(RULES, RULES + CALCULATIONS).map((d) => d._id), 'temperature');
+      return {
+        work: async () => ({
+          resultsStored: await count(db, "SELECT count(*)::text AS n FROM es.events WHERE type = 'DeviceReported' AND metadata->>'actor' LIKE 'calculation:%'"),
+          reportsOfSources: await count(db, "SELECT count(*)::text AS n FROM es.events WHERE type = 'DeviceReported' AND stream_id = ANY($1::text[]) AND metadata->>'actor' NOT LIKE 'calculation:%'", [sources]),
+        }),
+        cleanUp: () => deleteCalculationLoad(call, ids),
       };
     },
   },
 ];
+
+const chosen = process.env.BENCH_LOADS?.split(',');
+const LOADS = chosen ? ALL_LOADS.filter((l) => chosen.includes(l.name)) : ALL_LOADS;
+if (LOADS.length === 0) throw new Error(`BENCH_LOADS names none of ${ALL_LOADS.map((l) => l.name).join(', ')}`);
 
 const connect = (port: number, username: string, password: string) =>
   new Promise<MqttClient>((resolve, reject) => {
@@ -151,19 +193,22 @@ export async function measureRules() {
 
     const none: number[] = [];
     const withLoads: number[] = [];
-    const catchUpMs: number[] = [];
-    const runsDecided: number[] = [];
-    const countRuns = async () => Number((await db.query<{ n: string }>("SELECT count(*)::text AS n FROM es.events WHERE type = 'RuleRunStarted'")).rows[0]!.n);
+    const reactors: Record<string, { catchUpMsAfterPhase: number[]; perPhase: Work[] }> = Object.fromEntries(LOADS.map((l) => [l.name, { catchUpMsAfterPhase: [], perPhase: [] }]));
     for (let round = 0; round < ROUNDS; round++) {
       none.push(await phase(clients, topics));
-      const cleanUps = [];
-      for (const load of LOADS) cleanUps.push(await load.setUp(call, devices));
-      await caughtUp(db, 'rules');
-      const runsBefore = await countRuns();
+      const set = [];
+      for (const load of LOADS) set.push(await load.setUp(call, devices, db));
+      for (const load of LOADS) await caughtUp(db, load.reactor);
+      const before = await Promise.all(set.map((s) => s.work()));
       withLoads.push(await phase(clients, topics));
-      catchUpMs.push(await caughtUp(db, 'rules'));
-      runsDecided.push((await countRuns()) - runsBefore);
-      for (const cleanUp of cleanUps) await cleanUp();
+      // Each reactor's catch-up counts from the end of the phase.
+      const caught = await Promise.all(LOADS.map((load) => caughtUp(db, load.reactor)));
+      for (const [i, load] of LOADS.entries()) {
+        reactors[load.name]!.catchUpMsAfterPhase.push(caught[i]!);
+        const after = await set[i]!.work();
+        reactors[load.name]!.perPhase.push(Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - before[i]![k]!])));
+      }
+      for (const s of set) await s.cleanUp();
     }
     await Promise.all(clients.map((c) => c.endAsync()));
     const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
@@ -176,10 +221,11 @@ export async function measureRules() {
       inFlightPerConnection: WINDOW,
       loads: LOADS.map((l) => l.name),
       rules: RULES,
+      calculations: CALCULATIONS,
       acceptedPerSecond: { none: mean(none), with: mean(withLoads) },
       samples: { none, with: withLoads },
       ratioWithToNone: ratio,
-      rulesReactor: { catchUpMsAfterPhase: catchUpMs, runsDecidedPerPhase: runsDecided },
+      reactors,
       aim: { ratioAtLeast: 0.7, met: ratio >= 0.7 },
     };
   } finally {

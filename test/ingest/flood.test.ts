@@ -34,10 +34,16 @@ function attempt(port: number, i: number): Promise<number | 'closed'> {
 
 flood('when hundreds of connections arrive at once, then the excess is refused and logged, and the broker keeps serving', async ({ t }) => {
   const provider = await givenProvider(t, 'steady', ['svc/generic/v2/flood/device']);
+  const started = Date.now();
   const results = await Promise.all(Array.from({ length: 400 }, (_, i) => attempt(t.mqttPort, i)));
+  const seconds = (Date.now() - started) / 1000;
   const refusedEarly = results.filter((r) => r === 'closed').length;
   const badLogin = results.filter((r) => r === 4).length;
-  assert.ok(refusedEarly >= 100, `refused before login: ${refusedEarly}`);
+  // The bucket (200, refilled at 100/s) admits at most this many over the time the flood took to arrive; on a
+  // loaded machine the flood spreads out, so the bound comes from the time measured, not from a fixed share.
+  const admitted = results.length - refusedEarly;
+  assert.ok(admitted <= 200 + Math.ceil(100 * seconds), `admitted ${admitted} of ${results.length} within ${seconds.toFixed(2)} s`);
+  assert.ok(refusedEarly > 0, `refused before login: ${refusedEarly} (the flood took ${seconds.toFixed(2)} s)`);
   assert.ok(badLogin > 0, 'the first ones reached the login check');
   assert.ok(t.logs.some((l) => l.msg === 'MQTT connections refused: too many new connections'));
   // The bucket refills; a legitimate provider connects and its data is stored.

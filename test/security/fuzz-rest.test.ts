@@ -27,8 +27,8 @@ import { ECHO_TRANSLATOR, FUZZ_SEED, ODD_TEXT, Raw, SchemaArbitraries, echoUplin
  */
 type Caller = 'admin' | 'tenant';
 type Owner = Caller | 'other';
-type Kind = 'device' | 'dashboard' | 'widget' | 'image' | 'geofence' | 'credentialsSet' | 'reservedTopic' | 'connector' | 'channel' | 'deviceGroup' | 'translator' | 'usergroup' | 'user' | 'role' | 'command' | 'rule' | 'location' | 'organization' | 'app';
-const KINDS: Kind[] = ['device', 'dashboard', 'widget', 'image', 'geofence', 'credentialsSet', 'reservedTopic', 'connector', 'channel', 'deviceGroup', 'translator', 'usergroup', 'user', 'role', 'command', 'rule', 'location', 'organization', 'app'];
+type Kind = 'device' | 'dashboard' | 'widget' | 'image' | 'geofence' | 'credentialsSet' | 'reservedTopic' | 'connector' | 'channel' | 'deviceGroup' | 'translator' | 'usergroup' | 'user' | 'role' | 'command' | 'rule' | 'calculation' | 'location' | 'organization' | 'app';
+const KINDS: Kind[] = ['device', 'dashboard', 'widget', 'image', 'geofence', 'credentialsSet', 'reservedTopic', 'connector', 'channel', 'deviceGroup', 'translator', 'usergroup', 'user', 'role', 'command', 'rule', 'calculation', 'location', 'organization', 'app'];
 
 /** What a path parameter names, by its name; `{id}` names the operation's `x-resource`. */
 const KIND_OF_PARAM: Record<string, Kind> = { dashboardId: 'dashboard', widgetId: 'widget', imageId: 'image', groupId: 'usergroup', memberId: 'user', userId: 'user', name: 'role', connectorId: 'connector', appId: 'app' };
@@ -46,6 +46,7 @@ const KIND_OF_RESOURCE: Record<string, Kind | 'any'> = {
   usergroup: 'usergroup',
   user: 'user',
   rule: 'rule',
+  calculation: 'calculation',
   location: 'location',
   organization: 'organization',
   app: 'app',
@@ -224,6 +225,10 @@ fuzz.before(async (w) => {
       },
     };
     add('rule', (await ok(tok, 'POST', '/api/rules-v2', rule))._id);
+    const total = await ok(tok, 'POST', '/api/iotnodes', { name: `${user.username} total` });
+    add('device', total._id);
+    const calculation = { name: `${user.username} hourly`, type: 'window', source: { deviceId: device._id, field: 'temperature' }, window: { seconds: 3600 }, destination: { deviceId: total._id, field: 'temperature' }, aggregation: 'mean', schedule: { type: 'onChange' } };
+    add('calculation', (await ok(tok, 'POST', '/api/calculations', calculation))._id);
     const plan = { name: 'Plan 1', items: [{ deviceId: device._id, type: 'sensor', top: 10, left: 20 }] };
     add('location', (await ok(tok, 'POST', '/api/locations', { name: `${user.username} office`, lat: 59.33, lng: 18.06, defaultLayer: plan }))._id);
     add('organization', (await ok(tok, 'POST', '/api/organizations', { name: `${user.username} unit` }))._id);

@@ -6,7 +6,7 @@ import { givenUser, type GivenUser } from '../users/given.js';
 /**
  * A tenant: an ordinary user with a custom role that may create and change
  * what a device owner needs (devices, credentials sets, topics, connectors,
- * channels, dashboards, geofences, device groups, rules, locations,
+ * channels, dashboards, geofences, device groups, rules, calculations, locations,
  * organization units, apps), and nothing on users or
  * roles. Two tenants share the platform and nothing else.
  */
@@ -15,7 +15,7 @@ export const TENANT_ROLE = 'tenant';
 export async function givenTenantRole(t: TestPlatform): Promise<void> {
   const all = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
   const permissions = Object.fromEntries(
-    ['device', 'deviceGroup', 'credentialsSet', 'reservedTopic', 'connector', 'channel', 'dashboard', 'geofence', 'image', 'translator', 'log', 'accessRight', 'rule', 'location', 'organization', 'app'].map((r) => [r, all]),
+    ['device', 'deviceGroup', 'credentialsSet', 'reservedTopic', 'connector', 'channel', 'dashboard', 'geofence', 'image', 'translator', 'log', 'accessRight', 'rule', 'calculation', 'location', 'organization', 'app'].map((r) => [r, all]),
   );
   const res = await t.call('POST', '/api/roles', { body: { name: TENANT_ROLE, permissions } });
   assert.ok(res.status === 201 || res.status === 409, res.text);

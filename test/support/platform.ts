@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../api/config.js';
-import { startPlatform, type Platform } from '../../api/platform.js';
+import { startPlatform, type Platform, type PlatformOptions } from '../../api/platform.js';
 import { createTestDatabase } from './cluster.js';
 
 export const ADMIN = { username: 'admin', password: 'admin-password-1' };
@@ -31,7 +31,7 @@ export interface TestPlatform {
  * The whole platform in this process, on a fresh database and free ports,
  * with a bootstrap admin. Real HTTP, real PostgreSQL; nothing mocked.
  */
-export async function startTestPlatform(overrides: Partial<Config> = {}): Promise<TestPlatform> {
+export async function startTestPlatform(overrides: Partial<Config> = {}, options: PlatformOptions = {}): Promise<TestPlatform> {
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({
     write(chunk, _enc, done) {
@@ -51,7 +51,7 @@ export async function startTestPlatform(overrides: Partial<Config> = {}): Promis
     logLevel: 'info',
     ...overrides,
   };
-  const platform = await startPlatform(config, pino({ level: config.logLevel }, sink));
+  const platform = await startPlatform(config, pino({ level: config.logLevel }, sink), options);
   const baseUrl = `http://127.0.0.1:${platform.httpPort}`;
 
   const call: TestPlatform['call'] = async (method, path, options = {}) => {

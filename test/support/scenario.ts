@@ -34,6 +34,12 @@ export async function exerciseEveryCapability(t: TestPlatform): Promise<void> {
   await ok('DELETE', `/api/images/${image._id}`);
   const kept = await fetch(`${t.baseUrl}/api/images`, { method: 'POST', headers: { authorization: `Bearer ${t.adminToken}` }, body: form });
   if (kept.status !== 201) throw new Error(`POST /api/images answered ${kept.status}`);
+  const meter = await ok('POST', '/api/iotnodes', { name: 'scenario meter' });
+  const total = await ok('POST', '/api/iotnodes', { name: 'scenario total' });
+  const calculation = { name: 'scenario sum', type: 'lastValue', sources: [{ deviceId: meter._id, field: 'power' }], destination: { deviceId: total._id, field: 'power' }, aggregation: 'sum', schedule: { type: 'onChange' } };
+  const calc = await ok('POST', '/api/calculations', calculation);
+  await ok('PUT', `/api/calculations/${calc._id}`, { ...calculation, aggregation: 'max' });
+  await ok('DELETE', `/api/calculations/${(await ok('POST', '/api/calculations', { ...calculation, name: 'scenario gone' }))._id}`);
   const unit = await ok('POST', '/api/organizations', { name: 'Scenario Co' });
   const sub = await ok('POST', '/api/organizations', { name: 'Scenario Sub', parent: unit._id });
   await ok('POST', `/api/organizations/${sub._id}/members`, { username: 'scenario-member' });

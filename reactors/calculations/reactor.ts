@@ -1,0 +1,387 @@
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { EventStore } from '../../domain/eventstore/port.js';
+import { CheckpointedSubscriber, loadCheckpoint } from '../../domain/eventstore/subscriber.js';
+import { comparePositions, type NewEvent, type Position, type RecordedEvent } from '../../domain/shared/events.js';
+import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
+import { NotFoundError } from '../../domain/shared/errors.js';
+import { decideReport, deviceStream, type DeviceEvent } from '../../domain/devices/device.js';
+import {
+  calculationActor,
+  calculationDecider,
+  calculationStream,
+  sourcesOf,
+  type CalculationDefinition,
+  type CalculationEvent,
+  type CalculationState,
+} from '../../domain/calculations/calculation.js';
+import { lastValueResult, windowResult, type ResultValue } from '../../domain/calculations/aggregate.js';
+import { satisfies } from '../../domain/access/scopes.js';
+import { scopesOfUser } from '../../api/access.js';
+import { historyValues } from '../../projections/devices.js';
+import type { Database } from '../../projections/database.js';
+import { latestReadings, seriesWindowStats, windowStats } from './readings.js';
+
+/** The reactor's checkpoint; migration 0033 starts it at the end of the log of an existing installation. */
+export const CALCULATIONS_CHECKPOINT = 'calculations';
+
+/** How long a batch waits for the read models to hold its reports before it is offered again. */
+const WAIT_MS = 30_000;
+
+const CALCULATION_EVENTS = new Set(['CalculationCreated', 'CalculationReplaced', 'CalculationHalted', 'CalculationResumed', 'CalculationDeleted']);
+
+type WindowDefinition = Extract<CalculationDefinition, { type: 'window' }>;
+
+/** A calculation as the reactor runs it. */
+interface Live {
+  id: string;
+  owner: string;
+  definition: CalculationDefinition;
+  /** Why it does not run, or null. */
+  halted: string | null;
+}
+
+/** One run of one calculation. */
+interface Run {
+  calc: Live;
+  /** The time the result is for: the window's end and the latest readings' bound; the result's `reportedAt`. */
+  at: string;
+  /** The report that set it off (`onChange`), or null for an interval boundary. */
+  trigger: RecordedEvent | null;
+}
+
+export interface CalculationReactorDeps {
+  store: EventStore;
+  db: Kysely<Database>;
+  log: Logger;
+  projections: { waitFor(position: Position, timeoutMs: number): Promise<void> };
+  /** The platform clock: it decides when an interval boundary has come. */
+  clock: () => Date;
+}
+
+/** A stable UUID-shaped id: a run handled again (a retry, a restart) writes the same event, which the store then ignores. */
+const derivedId = (...parts: string[]): string => {
+  const h = createHash('sha256').update(parts.join('/')).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+};
+
+/**
+ * Runs calculations and writes their results back as device reports.
+ *
+ * `onChange`: follows the event log from its own checkpoint; each report of a
+ * source field runs the calculations that read it, over the readings up to
+ * that report's `reportedAt` (after waiting for the read models to hold the
+ * batch). `interval`: every `pollMs` it looks at the platform clock, and at
+ * each boundary (a whole multiple of the interval since the Unix epoch) runs
+ * the calculation over the readings up to the boundary.
+ *
+ * A result is one `ReportDevice` decision on the destination, by the actor
+ * `calculation:<id>`, with an event id derived from the calculation and what
+ * set it off (the report's event id, or the boundary), so a batch handled
+ * again or a boundary run again after a restart stores nothing twice. Runs
+ * are checked against the owner's rights at the time: a missing one halts the
+ * calculation (`CalculationHalted`, logged on it) until a run finds the rights
+ * back (`CalculationResumed`).
+ */
+export class CalculationReactor {
+  readonly subscriber: CheckpointedSubscriber<Database>;
+  /** Every live calculation, as of the subscriber's position. */
+  private readonly live = new Map<string, Live>();
+  /** `<deviceId>/<field>` → the `onChange` calculations that read it. */
+  private readonly readers = new Map<string, Set<string>>();
+  /** Interval calculation → the boundary (ms) it last ran for, in this process. */
+  private readonly ran = new Map<string, number>();
+  private timer: NodeJS.Timeout | null = null;
+  private ticking: Promise<void> | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly deps: CalculationReactorDeps,
+    private readonly options: { pollMs?: number } = {},
+  ) {
+    this.subscriber = new CheckpointedSubscriber<Database>({
+      name: CALCULATIONS_CHECKPOINT,
+      store: deps.store,
+      db: deps.db,
+      log: deps.log,
+      batchSize: 1000,
+      handle: (batch) => this.handleBatch(batch),
+    });
+  }
+
+  async start(): Promise<void> {
+    const at = await loadCheckpoint(this.deps.db, CALCULATIONS_CHECKPOINT);
+    if (at) await this.load(at);
+    await this.subscriber.start();
+    this.timer = setInterval(() => this.poll(), this.options.pollMs ?? 1000);
+    this.timer.unref();
+    this.poll();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.ticking;
+    await this.subscriber.stop();
+  }
+
+  /**
+   * The calculations live at the checkpoint: every calculation the read model
+   * has ever held (deleted ones are kept there), folded from its stream up
+   * to the checkpoint. Later events come through the subscriber in order.
+   */
+  private async load(at: Position): Promise<void> {
+    const rows = await this.deps.db.selectFrom('calculations').select('id').execute();
+    for (const { id } of rows) {
+      let state: CalculationState = calculationDecider.initialState();
+      for (const e of await this.deps.store.readStream(calculationStream(id))) {
+        if (comparePositions(e.position, at) > 0) break;
+        state = calculationDecider.evolve(state, e as unknown as CalculationEvent);
+      }
+      if (state.status === 'active') this.put({ id, owner: state.createdBy, definition: state.definition, halted: state.halted });
+    }
+  }
+
+  private put(calc: Live): void {
+    this.remove(calc.id);
+    this.live.set(calc.id, calc);
+    if (calc.definition.schedule.type !== 'onChange') return;
+    for (const s of sourcesOf(calc.definition)) {
+      const key = `${s.deviceId}/${s.field}`;
+      this.readers.set(key, (this.readers.get(key) ?? new Set()).add(calc.id));
+    }
+  }
+
+  private remove(id: string): void {
+    const calc = this.live.get(id);
+    if (!calc) return;
+    this.live.delete(id);
+    for (const s of sourcesOf(calc.definition)) {
+      const key = `${s.deviceId}/${s.field}`;
+      const set = this.readers.get(key);
+      set?.delete(id);
+      if (set?.size === 0) this.readers.delete(key);
+    }
+  }
+
+  private apply(e: CalculationEvent): void {
+    const calc = this.live.get(e.data.id);
+    switch (e.type) {
+      case 'CalculationCreated':
+        this.put({ id: e.data.id, owner: e.data.createdBy, definition: e.data.definition, halted: null });
+        return;
+      case 'CalculationReplaced':
+        if (calc) this.put({ ...calc, definition: e.data.definition });
+        return;
+      case 'CalculationHalted':
+        if (calc) calc.halted = e.data.reason;
+        return;
+      case 'CalculationResumed':
+        if (calc) calc.halted = null;
+        return;
+      case 'CalculationDeleted':
+        this.remove(e.data.id);
+        return;
+      default: {
+        const _: never = e;
+        return _;
+      }
+    }
+  }
+
+  private async handleBatch(batch: RecordedEvent[]): Promise<void> {
+    const runs: Run[] = [];
+    for (const e of batch) {
+      if (CALCULATION_EVENTS.has(e.type)) {
+        this.apply(e as unknown as CalculationEvent);
+        continue;
+      }
+      if (e.type !== 'DeviceReported' || this.readers.size === 0) continue;
+      const report = (e as unknown as DeviceEvent & { type: 'DeviceReported' }).data;
+      const started = new Set<string>();
+      // The fields a report brings are the ones history keeps: top-level values and dotted paths into nested ones.
+      for (const [field] of historyValues(report.path, report.payload)) {
+        for (const id of this.readers.get(`${report.id}/${field}`) ?? []) {
+          // A calculation never runs on its own result; cycles through others are refused when they are defined.
+          if (started.has(id) || e.metadata.actor === calculationActor(id)) continue;
+          started.add(id);
+          runs.push({ calc: { ...this.live.get(id)! }, at: report.reportedAt, trigger: e });
+        }
+      }
+    }
+    if (runs.length === 0) return;
+    await this.deps.projections.waitFor(batch[batch.length - 1]!.position, WAIT_MS);
+    await this.execute(runs);
+  }
+
+  /** Interval boundaries, one look at a time. */
+  private poll(): void {
+    if (this.ticking || this.stopped) return;
+    this.ticking = this.tick()
+      .catch((err: unknown) => this.deps.log.error({ err }, 'running interval calculations failed; trying again at the next look'))
+      .finally(() => {
+        this.ticking = null;
+      });
+  }
+
+  private async tick(): Promise<void> {
+    const now = this.deps.clock().getTime();
+    const rows = await this.deps.db
+      .selectFrom('calculations')
+      .select(['id', 'created_by', 'definition', 'halted', 'updated_at'])
+      .where('deleted_at', 'is', null)
+      .where('schedule', '=', 'interval')
+      .execute();
+    const runs: Run[] = [];
+    for (const row of rows) {
+      const schedule = row.definition.schedule as { type: 'interval'; seconds: number };
+      const boundary = Math.floor(now / (schedule.seconds * 1000)) * schedule.seconds * 1000;
+      // The first boundary is the first after the definition was set; one missed while the platform was down is run once, late.
+      if (boundary <= row.updated_at.getTime() || this.ran.get(row.id) === boundary) continue;
+      runs.push({ calc: { id: row.id, owner: row.created_by, definition: row.definition, halted: row.halted }, at: new Date(boundary).toISOString(), trigger: null });
+    }
+    const current = new Set(rows.map((r) => r.id));
+    for (const id of this.ran.keys()) if (!current.has(id)) this.ran.delete(id);
+    if (runs.length === 0) return;
+    await this.execute(runs);
+    for (const r of runs) this.ran.set(r.calc.id, Date.parse(r.at));
+  }
+
+  /** Checks the owners' rights, computes every run's value in two statements, and stores the results together. */
+  private async execute(runs: Run[]): Promise<void> {
+    const allowed = await this.allowed(runs);
+    const ready: Run[] = [];
+    for (const run of runs) {
+      const problem = allowed.get(run);
+      if (problem) await this.record(run, { type: 'HaltCalculation', id: run.calc.id, reason: problem, at: this.now() });
+      else ready.push(run);
+    }
+    const values = await this.values(ready);
+    const streams = new Map<string, NewEvent[]>();
+    for (const [i, run] of ready.entries()) {
+      if (this.haltedNow(run.calc) !== null) await this.record(run, { type: 'ResumeCalculation', id: run.calc.id, at: this.now() });
+      const value = values[i];
+      if (value === null || value === undefined) continue;
+      const { id, definition } = run.calc;
+      const { events } = decideReport({ type: 'ReportDevice', id: definition.destination.deviceId, source: calculationActor(id), path: [], payload: { [definition.destination.field]: value }, reportedAt: run.at });
+      const context = this.context(run);
+      const stream = deviceStream(definition.destination.deviceId);
+      const list = streams.get(stream) ?? [];
+      for (const event of events) list.push(toNewEvent(event, context, derivedId(id, run.trigger ? run.trigger.id : `interval:${run.at}`)));
+      streams.set(stream, list);
+    }
+    await this.store(streams);
+  }
+
+  /** For each run that may not go ahead, why: its owner must read every source and write the destination, which must exist. */
+  private async allowed(runs: Run[]): Promise<Map<Run, string>> {
+    const byOwner = new Map<string, Set<string>>();
+    for (const { calc } of runs) {
+      const ids = byOwner.get(calc.owner) ?? new Set();
+      for (const s of sourcesOf(calc.definition)) ids.add(s.deviceId);
+      ids.add(calc.definition.destination.deviceId);
+      byOwner.set(calc.owner, ids);
+    }
+    const held = new Map<string, Map<string, Set<string>>>();
+    for (const [owner, ids] of byOwner) held.set(owner, await scopesOfUser(this.deps.db, owner, [...ids]));
+    const destinations = [...new Set(runs.map((r) => r.calc.definition.destination.deviceId))];
+    const existing = new Set((await this.deps.db.selectFrom('devices').select('id').where('id', 'in', destinations).execute()).map((r) => r.id));
+    const problems = new Map<Run, string>();
+    for (const run of runs) {
+      const scopes = held.get(run.calc.owner)!;
+      const d = run.calc.definition;
+      const unreadable = sourcesOf(d).find((s) => !satisfies(scopes.get(s.deviceId) ?? [], 'read'));
+      if (unreadable) problems.set(run, `its owner cannot read the source iotnode ${unreadable.deviceId}`);
+      else if (!existing.has(d.destination.deviceId)) problems.set(run, `the destination iotnode ${d.destination.deviceId} does not exist`);
+      else if (!satisfies(scopes.get(d.destination.deviceId) ?? [], 'write')) problems.set(run, `its owner cannot write the destination iotnode ${d.destination.deviceId}`);
+    }
+    return problems;
+  }
+
+  /** Each run's result, or null when there is nothing to write. */
+  private async values(runs: Run[]): Promise<(ResultValue | null)[]> {
+    const out: (ResultValue | null)[] = new Array(runs.length).fill(null);
+    const windows: { i: number; run: Run }[] = [];
+    const lasts: { i: number; run: Run }[] = [];
+    runs.forEach((run, i) => (run.calc.definition.type === 'window' ? windows : lasts).push({ i, run }));
+    // Windows over a series that reported more than once in the batch share one read of its readings; a lone one is aggregated by the database.
+    const series = new Map<string, { i: number; run: Run; d: WindowDefinition }[]>();
+    for (const { i, run } of windows) {
+      const d = run.calc.definition as WindowDefinition;
+      const key = `${d.source.deviceId}/${d.source.field}/${d.window.seconds}`;
+      series.set(key, [...(series.get(key) ?? []), { i, run, d }]);
+    }
+    const lone = [...series.values()].filter((runs) => runs.length === 1).map((runs) => runs[0]!);
+    const shared = [...series.values()].filter((runs) => runs.length > 1);
+    const [single, many] = await Promise.all([
+      windowStats(this.deps.db, lone.map(({ run, d }) => ({ deviceId: d.source.deviceId, field: d.source.field, end: run.at, seconds: d.window.seconds }))),
+      seriesWindowStats(this.deps.db, shared.map((runs) => ({ deviceId: runs[0]!.d.source.deviceId, field: runs[0]!.d.source.field, seconds: runs[0]!.d.window.seconds, ends: runs.map(({ run }) => run.at) }))),
+    ]);
+    lone.forEach(({ i, d }, k) => (out[i] = windowResult(d.aggregation, single[k]!)));
+    shared.forEach((runs, k) => runs.forEach(({ i, d }, j) => (out[i] = windowResult(d.aggregation, many[k]![j]!))));
+    const queries = lasts.flatMap(({ run }) => sourcesOf(run.calc.definition).map((s) => ({ deviceId: s.deviceId, field: s.field, at: run.at })));
+    const readings = await latestReadings(this.deps.db, queries);
+    let k = 0;
+    for (const { i, run } of lasts) {
+      const d = run.calc.definition as Extract<CalculationDefinition, { type: 'lastValue' }>;
+      out[i] = lastValueResult(d.aggregation, readings.slice(k, k + d.sources.length));
+      k += d.sources.length;
+    }
+    return out;
+  }
+
+  /** What the reactor last knew of a calculation's halt: its own record, or what the run was started with. */
+  private haltedNow(calc: Live): string | null {
+    const live = this.live.get(calc.id);
+    return live ? live.halted : calc.halted;
+  }
+
+  /** A halt or a resumption, decided on the calculation's stream (the decider drops a repeat); skipped when already so. */
+  private async record(run: Run, command: { type: 'HaltCalculation'; id: string; reason: string; at: string } | { type: 'ResumeCalculation'; id: string; at: string }): Promise<void> {
+    const halted = this.haltedNow(run.calc);
+    if (command.type === 'HaltCalculation' ? halted === command.reason : halted === null) return;
+    try {
+      const { state } = await handle(this.deps.store, calculationStream(run.calc.id), calculationDecider, command, this.context(run), { retries: 5 });
+      const live = this.live.get(run.calc.id);
+      if (live && state.status === 'active') live.halted = state.halted;
+      run.calc.halted = state.status === 'active' ? state.halted : null;
+    } catch (err) {
+      // Deleted meanwhile: nothing left to halt or resume.
+      if (!(err instanceof NotFoundError)) throw err;
+    }
+  }
+
+  private context(run: Run): CommandContext {
+    const context: CommandContext = {
+      actor: calculationActor(run.calc.id),
+      correlationId: run.trigger ? run.trigger.metadata.correlationId : `calculation:${run.calc.id}:${run.at}`,
+      now: this.now(),
+    };
+    if (run.trigger) context.causationId = run.trigger.id;
+    return context;
+  }
+
+  private now(): string {
+    return this.deps.clock().toISOString();
+  }
+
+  /**
+   * All results in one append when the store can; when some were stored
+   * already (a batch handled again), event by event, so the stored ones are
+   * recognised and the others added.
+   */
+  private async store(streams: Map<string, NewEvent[]>): Promise<void> {
+    if (streams.size === 0) return;
+    const appends = [...streams].map(([streamId, events]) => ({ streamId, events }));
+    if (this.deps.store.appendMany) {
+      try {
+        await this.deps.store.appendMany(appends);
+        return;
+      } catch (err) {
+        if ((err as { code?: string }).code !== '23505') throw err;
+      }
+    }
+    for (const { streamId, events } of appends) for (const event of events) await this.deps.store.append(streamId, [event], 'any');
+  }
+}
