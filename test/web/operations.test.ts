@@ -220,6 +220,44 @@ ops('given rules, locations, organizations and apps, when resourceCount widgets 
   assert.equal(ctx.admin.errors, []);
 });
 
+ops('when a calculation is built in the form of its schema, then a refusal shows beside the field it names, and it is listed, then deleted', async (ctx) => {
+  const { page } = ctx.admin;
+  await page.getByRole('link', { name: 'Calculations', exact: true }).click();
+  const calcs = page.getByRole('region', { name: 'Calculations', exact: true });
+  await calcs.getByText('None yet.').waitFor();
+  await calcs.getByRole('button', { name: 'New' }).click();
+  const dialog = page.getByRole('dialog');
+  // The shapes of CalculationWrite, by their type; the window one chosen.
+  await dialog.locator('#create__oneof_select').selectOption({ label: 'window' });
+  await dialog.locator('#create_name').fill('valve hourly mean');
+  await dialog.locator('#create_source_deviceId').selectOption(ctx.device._id);
+  await dialog.locator('#create_source_field').fill('temperature');
+  await dialog.locator('#create_window_seconds').fill('3600');
+  await dialog.locator('#create_destination_deviceId').selectOption(ctx.device._id);
+  await dialog.locator('#create_destination_field').fill('name');
+  await dialog.locator('#create_aggregation').selectOption({ label: 'mean' });
+  await dialog.locator('#create_schedule_type').selectOption({ label: 'onChange' });
+  await dialog.getByRole('button', { name: 'Create' }).click();
+  // A field only REST sets is no destination: the API says so beside it.
+  const refusal = besideField(dialog, '#create_destination_field');
+  await refusal.waitFor();
+  assert.match(await refusal.innerText(), /^field /);
+  await screenshot(page, 'calculation-refused');
+  assert.equal(await ok(ctx.t, 'GET', '/api/calculations'), []);
+  await dialog.locator('#create_destination_field').fill('temperatureMean');
+  await dialog.getByRole('button', { name: 'Create' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  const row = calcs.getByRole('row').filter({ has: page.getByRole('cell', { name: 'valve hourly mean', exact: true }) });
+  assert.equal((await row.getByRole('cell').allInnerTexts()).slice(0, 4), ['valve hourly mean', 'window', 'mean', 'running']);
+  const [stored] = await ok(ctx.t, 'GET', '/api/calculations');
+  assert.equal([stored.source, stored.window, stored.destination, stored.schedule], [{ deviceId: ctx.device._id, field: 'temperature' }, { seconds: 3600 }, { deviceId: ctx.device._id, field: 'temperatureMean' }, { type: 'onChange' }]);
+  await screenshot(page, 'calculations');
+  await calcs.getByRole('button', { name: 'Delete valve hourly mean' }).click();
+  await calcs.getByText('None yet.').waitFor();
+  assert.equal(await ok(ctx.t, 'GET', '/api/calculations'), []);
+  assert.equal(ctx.admin.errors, []);
+});
+
 /** The API's message rjsf shows beside a field. */
 const besideField = (scope: Locator, field: string) => scope.locator(field).locator('xpath=ancestor::*[contains(@class,"form-group")][1]').locator('.error-detail, .text-danger').first();
 

@@ -58,3 +58,23 @@ export function ruleForm(schema: Schema): Schema {
   if (options.length === 0) return schema;
   return { ...schema, components: { ...schema.components, schemas: { ...schemas, RuleNode: { ...node, properties: { ...node.properties, config: { oneOf: options } } } } } };
 }
+
+/**
+ * A request that is one of several shapes chosen by a discriminator
+ * (`CalculationWrite`: `lastValue` or `window`): each option is titled by its
+ * discriminator value, which is filled in.
+ */
+export function discriminatedForm(schema: Schema): Schema {
+  const top = deref(schema, schema);
+  const by = top.discriminator?.propertyName as string | undefined;
+  if (!by || !Array.isArray(top.oneOf)) return schema;
+  const names = Object.fromEntries(Object.entries((top.discriminator.mapping ?? {}) as Record<string, string>).map(([value, ref]) => [ref, value]));
+  const oneOf = (top.oneOf as Schema[]).map((o) => {
+    const s = deref(o, schema);
+    const value = names[o.$ref as string] ?? (s.properties?.[by]?.enum?.length === 1 ? s.properties[by].enum[0] : undefined);
+    if (value === undefined) return s;
+    return { ...s, title: String(value), properties: { ...s.properties, [by]: { ...s.properties?.[by], default: value } } };
+  });
+  const { discriminator: _, ...rest } = top;
+  return { ...rest, oneOf };
+}

@@ -7,7 +7,7 @@ import { can } from '../lib/session';
 import { useApi } from '../lib/useApi';
 import { ErrorText, Loading, Modal } from '../components/ui';
 import { apiErrors, SchemaForm, useChoices } from '../forms/SchemaForm';
-import { connectorForm, ruleForm, type IntegrationInfo } from '../forms/adapt';
+import { connectorForm, discriminatedForm, ruleForm, type IntegrationInfo } from '../forms/adapt';
 
 interface Section {
   title: string;
@@ -46,7 +46,7 @@ const KINDS: Record<string, { title: string; sections: Section[] }> = {
     ],
   },
   rules: { title: 'Rules', sections: [{ title: 'Rules', path: '/api/rules-v2', columns: ['name'], about: 'Rules run actions on triggers: device reports, schedules, geofences, and command buttons.' }] },
-  calculations: { title: 'Calculations', sections: [{ title: 'Calculations', path: '/api/calculations', columns: ['name', 'type'], about: 'Calculations derive a value from device data and write it back as a field.' }] },
+  calculations: { title: 'Calculations', sections: [{ title: 'Calculations', path: '/api/calculations', columns: ['name', 'type', 'aggregation', 'status'], about: 'Calculations derive a value from device data and write it back as a field.' }] },
 };
 
 export default function Resources() {
@@ -171,7 +171,7 @@ function CreateDialog({ section, doc, onClose, onCreated }: { section: Section; 
     if (!base) return null;
     if (isConnector && integrations.data) return connectorForm(base, integrations.data, chosen);
     if (section.path === '/api/rules-v2') return { schema: ruleForm(base), ui: undefined };
-    return { schema: base, ui: undefined };
+    return { schema: discriminatedForm(base), ui: undefined };
   }, [base, isConnector, integrations.data, chosen, section.path]);
   const [extra, setExtra] = useState<ErrorSchema>();
   const [error, setError] = useState<string | null>(null);
