@@ -6,7 +6,7 @@ import { formatValue, fromBase64, thresholdColor, toBase64 } from '../../web/src
 import { chartWindow, statsUrl } from '../../web/src/lib/time.js';
 import { logsQuery } from '../../web/src/lib/logs.js';
 import { ringOf, signedArea } from '../../web/src/lib/geo.js';
-import { connectorForm, ruleForm, RULE_NODE_SCHEMAS, type IntegrationInfo } from '../../web/src/forms/adapt.js';
+import { connectorForm, discriminatedForm, ruleForm, RULE_NODE_SCHEMAS, type IntegrationInfo } from '../../web/src/forms/adapt.js';
 import { ok } from './support.js';
 
 /**
@@ -54,6 +54,19 @@ logic('the rule form offers, as a node\'s config, every node schema the document
   // The rule a button runs, as the form fills it in, is accepted by the API.
   const res = await t.call('POST', '/api/rules-v2', { body: { name: 'form.rule', definition: { nodes: [{ id: 'press', type: 'trigger', config: { resourceType: options.find((o) => o.title === 'Button trigger')!.properties.resourceType.default } }, { id: 'note', type: 'action', config: { action: log.properties.action.default, message: 'x' } }], edges: [{ from: 'press', to: 'note' }] } } });
   assert.is(res.status, 201, res.text);
+});
+
+logic('a request of several shapes (CalculationWrite) offers each titled by its discriminator value, which is filled in, with device pickers in each', async ({ t }) => {
+  const doc = await ok(t, 'GET', '/api/openapi.json');
+  const base = { $ref: '#/components/schemas/CalculationWrite', components: doc.components };
+  const form = discriminatedForm(base);
+  const mapping = doc.components.schemas.CalculationWrite.discriminator.mapping as Record<string, string>;
+  assert.equal(form.oneOf.map((o: any) => o.title), Object.keys(mapping));
+  for (const o of form.oneOf) assert.is(o.properties.type.default, o.title);
+  const ui = uiSchemaFor(form, form) as any;
+  assert.is(ui.destination.deviceId['ui:widget'], 'device');
+  assert.is(ui.source.deviceId['ui:widget'], 'device');
+  assert.is(ui.sources.items.deviceId['ui:widget'], 'device');
 });
 
 logic('the first settings the add-widget form fills in are accepted by the API for every template', async ({ t }) => {
