@@ -6,6 +6,7 @@ import { formatValue, fromBase64, thresholdColor, toBase64 } from '../../web/src
 import { chartWindow, statsUrl } from '../../web/src/lib/time.js';
 import { logsQuery } from '../../web/src/lib/logs.js';
 import { ringOf, signedArea } from '../../web/src/lib/geo.js';
+import { connectorForm, discriminatedForm, ruleForm, RULE_NODE_SCHEMAS, type IntegrationInfo } from '../../web/src/forms/adapt.js';
 import { ok } from './support.js';
 
 /**
@@ -20,6 +21,52 @@ logic.before(async (ctx) => {
 });
 logic.after(async (ctx) => {
   await ctx.t?.stop();
+});
+
+logic('the connector form offers the integrations the platform lists, only the chosen one\'s settings, and its write-only settings as password fields', async ({ t }) => {
+  const doc = await ok(t, 'GET', '/api/openapi.json');
+  const integrations = (await ok(t, 'GET', '/api/integrations')) as IntegrationInfo[];
+  const base = { $ref: '#/components/schemas/ConnectorCreate', components: doc.components };
+  for (const i of integrations.filter((x) => x.available)) {
+    const { schema, ui } = connectorForm(base, integrations, i.name);
+    assert.equal(schema.properties.integration.enum, integrations.filter((x) => x.available).map((x) => x.name));
+    const settingsFields = integrations.map((x) => x.settings).filter((f): f is string => !!f);
+    assert.equal(settingsFields.filter((f) => f in schema.properties), i.settings ? [i.settings] : [], i.name);
+    if (i.settings) assert.ok(schema.required.includes(i.settings), i.name);
+    assert.is('basicCredentialsSetId' in schema.properties, i.name === 'Generic', i.name);
+    for (const path of i.writeOnlySettings ?? []) {
+      const [field, name] = path.split('.') as [string, string];
+      assert.is((ui as any)[field][name]['ui:widget'], 'password', path);
+      assert.ok(schema.properties[field].$ref || schema.properties[field].properties, path);
+    }
+  }
+});
+
+logic('the rule form offers, as a node\'s config, every node schema the document names, and nothing else', async ({ t }) => {
+  const doc = await ok(t, 'GET', '/api/openapi.json');
+  const named = [...new Set((doc.components.schemas.RuleDefinition.description as string).match(/`Rule[A-Za-z]+`/g)!.map((n) => n.slice(1, -1)))];
+  assert.equal([...named].sort(), [...RULE_NODE_SCHEMAS].sort());
+  const form = ruleForm({ $ref: '#/components/schemas/RuleWrite', components: doc.components });
+  const options = form.components.schemas.RuleNode.properties.config.oneOf as Record<string, any>[];
+  assert.is(options.length, RULE_NODE_SCHEMAS.length);
+  const log = options.find((o) => o.title === 'Log action')!;
+  assert.is(log.properties.action.default, 'log');
+  // The rule a button runs, as the form fills it in, is accepted by the API.
+  const res = await t.call('POST', '/api/rules-v2', { body: { name: 'form.rule', definition: { nodes: [{ id: 'press', type: 'trigger', config: { resourceType: options.find((o) => o.title === 'Button trigger')!.properties.resourceType.default } }, { id: 'note', type: 'action', config: { action: log.properties.action.default, message: 'x' } }], edges: [{ from: 'press', to: 'note' }] } } });
+  assert.is(res.status, 201, res.text);
+});
+
+logic('a request of several shapes (CalculationWrite) offers each titled by its discriminator value, which is filled in, with device pickers in each', async ({ t }) => {
+  const doc = await ok(t, 'GET', '/api/openapi.json');
+  const base = { $ref: '#/components/schemas/CalculationWrite', components: doc.components };
+  const form = discriminatedForm(base);
+  const mapping = doc.components.schemas.CalculationWrite.discriminator.mapping as Record<string, string>;
+  assert.equal(form.oneOf.map((o: any) => o.title), Object.keys(mapping));
+  for (const o of form.oneOf) assert.is(o.properties.type.default, o.title);
+  const ui = uiSchemaFor(form, form) as any;
+  assert.is(ui.destination.deviceId['ui:widget'], 'device');
+  assert.is(ui.source.deviceId['ui:widget'], 'device');
+  assert.is(ui.sources.items.deviceId['ui:widget'], 'device');
 });
 
 logic('the first settings the add-widget form fills in are accepted by the API for every template', async ({ t }) => {

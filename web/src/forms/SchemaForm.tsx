@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState, type ReactNode } from 'react';
 import Form from '@rjsf/core';
-import type { ErrorSchema, RegistryWidgetsType, WidgetProps } from '@rjsf/utils';
+import type { ErrorSchema, RegistryWidgetsType, UiSchema, WidgetProps } from '@rjsf/utils';
 import { errorAt, uiSchemaFor, type Choices } from './schema';
 export { deref, errorAt, initialValue, uiSchemaFor, type Choices } from './schema';
 import { apiValidator } from './apiValidator';
@@ -117,8 +117,15 @@ export function apiErrors(error: unknown, strip = ''): { extra?: ErrorSchema; me
   return {};
 }
 
-export function SchemaForm({ schema, formData, onChange, onSubmit, extraErrors, choices, children, idPrefix }: { schema: Schema; formData: unknown; onChange: (d: unknown) => void; onSubmit: (d: unknown) => void; extraErrors?: ErrorSchema; choices?: Choices | null; children?: ReactNode; idPrefix?: string }) {
-  const uiSchema = useMemo(() => ({ ...uiSchemaFor(schema, schema), 'ui:submitButtonOptions': { norender: true } }), [schema]);
+/** `b` laid over `a`, object by object. */
+const merged = (a: Record<string, any>, b: Record<string, any>): Record<string, any> => {
+  const out = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = v && typeof v === 'object' && !Array.isArray(v) && typeof out[k] === 'object' ? merged(out[k], v) : v;
+  return out;
+};
+
+export function SchemaForm({ schema, formData, onChange, onSubmit, extraErrors, choices, children, idPrefix, ui }: { schema: Schema; formData: unknown; onChange: (d: unknown) => void; onSubmit: (d: unknown) => void; extraErrors?: ErrorSchema; choices?: Choices | null; children?: ReactNode; idPrefix?: string; ui?: UiSchema }) {
+  const uiSchema = useMemo(() => merged({ ...uiSchemaFor(schema, schema), 'ui:submitButtonOptions': { norender: true } }, ui ?? {}), [schema, ui]);
   const formContext = useMemo(() => ({ choices }), [choices]);
   return (
     <Form

@@ -54,6 +54,8 @@ export function uiSchemaFor(schema: Schema, root: Schema, depth = 0): UiSchema {
   const s = deref(schema, root);
   const ui: UiSchema = {};
   if (depth > 8) return ui;
+  // rjsf gives the chosen option of a oneOf the uiSchema of the field itself: the pickers of every option, together.
+  for (const option of [...((s.oneOf ?? []) as Schema[]), ...((s.anyOf ?? []) as Schema[])]) Object.assign(ui, uiSchemaFor(option, root, depth + 1));
   for (const [name, sub] of Object.entries((s.properties ?? {}) as Record<string, Schema>)) {
     const d = deref(sub, root);
     if (PICKERS[name] && d.type === 'string' && !d.enum) ui[name] = { 'ui:widget': PICKERS[name] };

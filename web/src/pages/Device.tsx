@@ -1,14 +1,15 @@
 import { lazy, Suspense, useEffect, useMemo, useState } from 'react';
 import { Link, useParams } from 'react-router';
-import { api, describe, get } from '../lib/api';
+import { api, ApiError, describe, get } from '../lib/api';
 import { load, useDevice } from '../lib/devices';
 import { formatValue, relativeTime } from '../lib/format';
-import { offers, openapi, requestSchema, type OpenApiDoc } from '../lib/openapi';
+import { offers, openapi, requestSchema, standalone, type OpenApiDoc } from '../lib/openapi';
 import { useApi } from '../lib/useApi';
 import { can } from '../lib/session';
 import { ErrorText, Loading } from '../components/ui';
 import { DeviceChart } from '../widgets/charts';
 import { SchemaForm, apiErrors } from '../forms/SchemaForm';
+import type { IntegrationInfo } from '../forms/adapt';
 import type { ErrorSchema } from '@rjsf/utils';
 
 const INTERNAL = new Set(['_id', 'rabbitRouting', 'translatorPreferences']);
@@ -21,6 +22,7 @@ export default function DevicePage() {
   const [doc, setDoc] = useState<OpenApiDoc | null>(null);
   const [scopes, setScopes] = useState<string[]>([]);
   const [sharing, setSharing] = useState(false);
+  const [sent, setSent] = useState(0);
   useEffect(() => {
     openapi().then(setDoc, () => setDoc(null));
     get<{ scope: string[] }>(`/api/access-rights/resource/${encodeURIComponent(id)}/mine`).then((r) => setScopes(r.scope), () => setScopes([]));
@@ -75,8 +77,8 @@ export default function DevicePage() {
         <History deviceId={id} />
       </div>
       <div className="cols">
-        <Downlinks deviceId={id} doc={doc} />
-        <Command deviceId={id} doc={doc} />
+        <Downlinks deviceId={id} doc={doc} version={sent} />
+        <Command deviceId={id} connectorId={typeof d.connector === 'string' ? d.connector : null} doc={doc} onSent={() => setSent((n) => n + 1)} />
       </div>
       <DeviceLogs deviceId={id} />
     </section>
@@ -130,24 +132,38 @@ function History({ deviceId }: { deviceId: string }) {
   );
 }
 
+/** A downlink as `GET /api/iotnodes/{id}/downlinks` gives it (the `Command` schema). */
 interface Downlink {
-  _id?: string;
-  commandId?: string;
+  commandId: string;
+  command: string;
   status: string;
-  fPort?: number | string;
+  fPort?: number;
   data?: string;
-  createdAt?: string;
-  [k: string]: unknown;
+  error?: string;
+  requestedAt?: string;
+  updatedAt?: string;
 }
 
-/** The downlink queue (`GET /api/iotnodes/{id}/downlinks`), where the platform offers it. */
-function Downlinks({ deviceId, doc }: { deviceId: string; doc: OpenApiDoc | null }) {
+/** Statuses a downlink leaves by itself (the network server takes it, the device's receive window comes). */
+const MOVING = new Set(['requested', 'pending', 'queued']);
+
+/** The downlink queue (`GET /api/iotnodes/{id}/downlinks`), where the platform offers it; read again while an item is on its way. */
+function Downlinks({ deviceId, doc, version }: { deviceId: string; doc: OpenApiDoc | null; version: number }) {
   const offered = !!doc && offers(doc, '/api/iotnodes/{id}/downlinks', 'get');
-  const { data, error, reload } = useApi<Downlink[] | { items: Downlink[] }>(offered ? `/api/iotnodes/${deviceId}/downlinks` : null, 'Reading the downlink queue');
-  const items = Array.isArray(data) ? data : (data?.items ?? []);
+  const { data, error, reload } = useApi<Downlink[]>(offered ? `/api/iotnodes/${deviceId}/downlinks?limit=20` : null, 'Reading the downlink queue');
+  const items = data ?? [];
+  const moving = items.some((x) => MOVING.has(x.status));
+  useEffect(() => {
+    if (version > 0) void reload();
+  }, [version, reload]);
+  useEffect(() => {
+    if (!moving) return;
+    const timer = setInterval(() => void reload(), 2_000);
+    return () => clearInterval(timer);
+  }, [moving, reload]);
   return (
-    <div className="card">
-      <h2>Downlink queue</h2>
+    <div className="card" role="region" aria-labelledby="downlinks-title">
+      <h2 id="downlinks-title">Downlink queue</h2>
       {!doc ? (
         <Loading />
       ) : !offered ? (
@@ -157,26 +173,31 @@ function Downlinks({ deviceId, doc }: { deviceId: string; doc: OpenApiDoc | null
       ) : (
         <>
           <ErrorText>{error}</ErrorText>
-          {data && items.length === 0 && <p className="muted">The queue is empty.</p>}
+          {data && items.length === 0 && <p className="muted">No downlinks yet.</p>}
           {items.length > 0 && (
-            <table className="table small">
+            <table className="table small" aria-label="Downlinks">
               <thead>
                 <tr>
                   <th scope="col">Status</th>
+                  <th scope="col">Command</th>
                   <th scope="col">Port</th>
                   <th scope="col">Payload</th>
-                  <th scope="col">Queued</th>
+                  <th scope="col">Requested</th>
                 </tr>
               </thead>
               <tbody>
-                {items.map((x, i) => (
-                  <tr key={x._id ?? x.commandId ?? i}>
-                    <td>{x.status}</td>
-                    <td>{String(x.fPort ?? '')}</td>
-                    <td>
-                      <code>{String(x.data ?? x.payloadHex ?? '')}</code>
+                {items.map((x) => (
+                  <tr key={x.commandId} data-command={x.commandId}>
+                    <td data-status={x.status}>
+                      {x.status}
+                      {x.error && <span className="error small"> ({x.error})</span>}
                     </td>
-                    <td>{relativeTime(x.createdAt)}</td>
+                    <td>{x.command}</td>
+                    <td>{x.fPort ?? ''}</td>
+                    <td>
+                      <code>{x.data ?? ''}</code>
+                    </td>
+                    <td>{relativeTime(x.requestedAt)}</td>
                   </tr>
                 ))}
               </tbody>
@@ -191,40 +212,97 @@ function Downlinks({ deviceId, doc }: { deviceId: string; doc: OpenApiDoc | null
   );
 }
 
-/** A device command (`PUT /api/iotnodes/command`), with the form of its request schema. */
-function Command({ deviceId, doc }: { deviceId: string; doc: OpenApiDoc | null }) {
-  const schema = doc ? requestSchema(doc, '/api/iotnodes/command', 'put') : null;
-  const [data, setData] = useState<unknown>({ iotnodeId: deviceId });
+/**
+ * A device command (`PUT /api/iotnodes/command`). The commands are those the
+ * device's connector's integration takes (`GET /api/integrations`); the form
+ * for the chosen one is its `data` schema in the OpenAPI document.
+ */
+function Command({ deviceId, connectorId, doc, onSent }: { deviceId: string; connectorId: string | null; doc: OpenApiDoc | null; onSent: () => void }) {
+  const offered = !!doc && !!requestSchema(doc, '/api/iotnodes/command', 'put');
+  const listed = !!doc && offers(doc, '/api/integrations', 'get');
+  const connector = useApi<{ name: string; integration: string }>(offered && connectorId ? `/api/connectors/${connectorId}` : null, "Reading the device's connector");
+  const integrations = useApi<IntegrationInfo[]>(offered && listed && connectorId ? '/api/integrations' : null, 'Reading the integrations');
+  const commands = useMemo(() => (integrations.data?.find((i) => i.name === connector.data?.integration)?.commands ?? []).filter((c) => c.target === 'device'), [integrations.data, connector.data]);
+  const [chosen, setChosen] = useState('');
+  const command = commands.find((c) => c.name === chosen) ?? commands[0];
+  const schema = useMemo(() => (doc && command ? standalone(doc, command.data.replace('#/components/schemas/', '')) : null), [doc, command]);
+  const [data, setData] = useState<unknown>({});
   const [extra, setExtra] = useState<ErrorSchema>();
+  const [commandError, setCommandError] = useState<string | null>(null);
   const [result, setResult] = useState<{ ok: boolean; text: string } | null>(null);
+  const [busy, setBusy] = useState(false);
   if (!doc) return null;
   const send = async (body: unknown) => {
     setExtra(undefined);
+    setCommandError(null);
     setResult(null);
+    setBusy(true);
     try {
-      const answer = await api<Record<string, unknown> | undefined>('PUT', '/api/iotnodes/command', { body: { ...(body as object), iotnodeId: deviceId } });
-      setResult({ ok: true, text: `Accepted (queued, not yet delivered)${answer && typeof answer === 'object' && 'status' in answer ? `: ${String(answer.status)}` : ''}.` });
+      const answer = await api<{ commandId: string; status: string; items?: unknown[] }>('PUT', '/api/iotnodes/command', { body: { command: command!.name, iotnodeId: deviceId, data: body ?? {} } });
+      const what = answer.status === 'pending' ? 'Stored; the network server has not answered yet, the platform keeps trying' : answer.items ? `The network server holds ${answer.items.length} item(s)` : `Accepted: ${answer.status}`;
+      setResult({ ok: true, text: `${what} (command ${answer.commandId}).` });
+      onSent();
     } catch (e) {
-      const mapped = apiErrors(e);
+      if (e instanceof ApiError && e.status === 422 && e.field === 'command') setCommandError(`${e.field} ${e.why}`);
+      const mapped = apiErrors(e, 'data.');
       setExtra(mapped.extra);
       setResult({ ok: false, text: mapped.message ?? describe(e, 'Sending the command') });
+    } finally {
+      setBusy(false);
     }
   };
+  const pick = (name: string) => {
+    setChosen(name);
+    setData({});
+    setExtra(undefined);
+    setCommandError(null);
+    setResult(null);
+  };
   return (
-    <div className="card">
-      <h2>Send a command</h2>
-      {!schema ? (
+    <div className="card" role="region" aria-labelledby="command-title">
+      <h2 id="command-title">Send a command</h2>
+      {!offered ? (
         <p className="muted" role="note">
           This platform does not send device commands yet (it offers no PUT /api/iotnodes/command).
         </p>
       ) : !can('device', 'PUT') ? (
         <p className="muted">Your role does not allow sending commands.</p>
+      ) : !connectorId ? (
+        <p className="muted" role="note">
+          Commands go through the device&apos;s connector, and this device has none: set its connector first.
+        </p>
+      ) : connector.error || integrations.error ? (
+        <ErrorText>{connector.error ?? integrations.error}</ErrorText>
+      ) : !connector.data || !integrations.data ? (
+        <Loading />
+      ) : commands.length === 0 ? (
+        <p className="muted" role="note">
+          The {connector.data.integration} integration of {connector.data.name} takes no device commands.
+        </p>
       ) : (
-        <SchemaForm schema={schema} formData={data} onChange={setData} onSubmit={(d) => void send(d)} extraErrors={extra} idPrefix="command">
-          <button type="submit" className="primary">
-            Send
-          </button>
-        </SchemaForm>
+        <>
+          <p className="muted small">
+            Through {connector.data.name} ({connector.data.integration}). Accepted means queued at the network server, not yet delivered: the queue shows what becomes of it.
+          </p>
+          <div className="field">
+            <label htmlFor="command-name">Command</label>
+            <select id="command-name" value={command!.name} onChange={(e) => pick(e.target.value)} aria-describedby={commandError ? 'command-name-error' : undefined}>
+              {commands.map((c) => (
+                <option key={c.name} value={c.name}>
+                  {c.name} ({c.kind})
+                </option>
+              ))}
+            </select>
+            <ErrorText id="command-name-error">{commandError}</ErrorText>
+          </div>
+          {schema && (
+            <SchemaForm key={command!.name} schema={schema} formData={data} onChange={setData} onSubmit={(d) => void send(d)} extraErrors={extra} idPrefix="command">
+              <button type="submit" className="primary" disabled={busy}>
+                {busy ? 'Sending…' : 'Send'}
+              </button>
+            </SchemaForm>
+          )}
+        </>
       )}
       {result && (
         <p className={result.ok ? 'ok' : 'error'} role={result.ok ? 'status' : 'alert'}>

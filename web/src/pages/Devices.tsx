@@ -23,7 +23,7 @@ export default function Devices() {
   const q = new URLSearchParams({ limit: String(PAGE), offset: String(page * PAGE), orderBy, options: 'count', fields: 'name,category,reportedAt,updatedAt' });
   if (name) q.set('filter[name]', name);
   if (category) q.set('filter[category]', category);
-  const { data, headers, error } = useApi<Row[]>(`/api/iotnodes?${q}`, 'Listing devices');
+  const { data, headers, error, stale } = useApi<Row[]>(`/api/iotnodes?${q}`, 'Listing devices');
   const total = Number(headers?.get('x-total-count') ?? NaN);
   const pages = Number.isFinite(total) ? Math.max(1, Math.ceil(total / PAGE)) : 1;
   return (
@@ -59,7 +59,7 @@ export default function Devices() {
       {!data && !error && <Loading what="Loading devices" />}
       {data && (
         <>
-          <table className="table">
+          <table className="table" aria-label="Devices" aria-busy={stale}>
             <thead>
               <tr>
                 <th scope="col">Name</th>

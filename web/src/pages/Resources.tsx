@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'react';
+import { Fragment, useEffect, useMemo, useState } from 'react';
 import { useParams } from 'react-router';
 import type { ErrorSchema } from '@rjsf/utils';
 import { api, describe } from '../lib/api';
@@ -7,6 +7,7 @@ import { can } from '../lib/session';
 import { useApi } from '../lib/useApi';
 import { ErrorText, Loading, Modal } from '../components/ui';
 import { apiErrors, SchemaForm, useChoices } from '../forms/SchemaForm';
+import { connectorForm, discriminatedForm, ruleForm, type IntegrationInfo } from '../forms/adapt';
 
 interface Section {
   title: string;
@@ -34,7 +35,7 @@ const KINDS: Record<string, { title: string; sections: Section[] }> = {
     title: 'Connectors',
     sections: [
       { title: 'Connectors', path: '/api/connectors', columns: ['name', 'integration', 'status'] },
-      { title: 'Integrations', path: '/api/integrations', columns: ['name', 'commands'], about: 'The integrations this platform supports and the commands each takes.' },
+      { title: 'Integrations', path: '/api/integrations', columns: ['name', 'available', 'commands'], about: 'The integrations this platform supports and the commands each takes.' },
     ],
   },
   channels: {
@@ -45,7 +46,7 @@ const KINDS: Record<string, { title: string; sections: Section[] }> = {
     ],
   },
   rules: { title: 'Rules', sections: [{ title: 'Rules', path: '/api/rules-v2', columns: ['name'], about: 'Rules run actions on triggers: device reports, schedules, geofences, and command buttons.' }] },
-  calculations: { title: 'Calculations', sections: [{ title: 'Calculations', path: '/api/calculations', columns: ['name', 'type'], about: 'Calculations derive a value from device data and write it back as a field.' }] },
+  calculations: { title: 'Calculations', sections: [{ title: 'Calculations', path: '/api/calculations', columns: ['name', 'type', 'aggregation', 'status'], about: 'Calculations derive a value from device data and write it back as a field.' }] },
 };
 
 export default function Resources() {
@@ -67,7 +68,18 @@ export default function Resources() {
   );
 }
 
-const show = (v: unknown): string => (v === undefined || v === null ? '' : Array.isArray(v) ? (v.length > 3 ? `${v.length} items` : v.map(show).join(', ')) : typeof v === 'object' ? JSON.stringify(v) : String(v));
+const show = (v: unknown): string =>
+  v === undefined || v === null
+    ? ''
+    : Array.isArray(v)
+      ? v.every((x) => x && typeof x === 'object' && 'name' in x)
+        ? v.map((x) => String(x.name)).join(', ')
+        : v.length > 3
+          ? `${v.length} items`
+          : v.map(show).join(', ')
+      : typeof v === 'object'
+        ? JSON.stringify(v)
+        : String(v);
 
 function Collection({ section, doc }: { section: Section; doc: OpenApiDoc }) {
   const offered = offers(doc, section.path, 'get');
@@ -150,8 +162,17 @@ function Collection({ section, doc }: { section: Section; doc: OpenApiDoc }) {
 }
 
 function CreateDialog({ section, doc, onClose, onCreated }: { section: Section; doc: OpenApiDoc; onClose: () => void; onCreated: () => void }) {
-  const schema = requestSchema(doc, section.path, 'post');
-  const [data, setData] = useState<unknown>({});
+  const base = useMemo(() => requestSchema(doc, section.path, 'post'), [doc, section.path]);
+  const isConnector = section.path === '/api/connectors';
+  const integrations = useApi<IntegrationInfo[]>(isConnector && offers(doc, '/api/integrations', 'get') ? '/api/integrations' : null, 'Reading the integrations');
+  const [data, setData] = useState<Record<string, unknown>>({});
+  const chosen = typeof data.integration === 'string' ? data.integration : undefined;
+  const form = useMemo(() => {
+    if (!base) return null;
+    if (isConnector && integrations.data) return connectorForm(base, integrations.data, chosen);
+    if (section.path === '/api/rules-v2') return { schema: ruleForm(base), ui: undefined };
+    return { schema: discriminatedForm(base), ui: undefined };
+  }, [base, isConnector, integrations.data, chosen, section.path]);
   const [extra, setExtra] = useState<ErrorSchema>();
   const [error, setError] = useState<string | null>(null);
   const [created, setCreated] = useState<Record<string, unknown> | null>(null);
@@ -170,24 +191,46 @@ function CreateDialog({ section, doc, onClose, onCreated }: { section: Section; 
       setError(mapped.message ?? describe(e, 'Creating'));
     }
   };
+  const webhook = created && integrations.data?.find((i) => i.name === created.integration)?.webhook;
   return (
     <Modal title={`New: ${section.title.toLowerCase()}`} onClose={onClose} wide>
       {created ? (
         <>
-          <p className="notice">Created. Copy what follows now; it is not shown again.</p>
-          <pre className="small">{JSON.stringify(created, null, 2)}</pre>
+          <p className="notice">Created. Copy what follows now: it is shown this once.</p>
+          <dl className="given-once" aria-label="Given once">
+            {webhook && (
+              <>
+                <dt>Webhook URL</dt>
+                <dd>
+                  <code data-given="webhookUrl">{`${location.origin}${webhook.replace('{connectorId}', String(created._id))}`}</code>
+                </dd>
+              </>
+            )}
+            {Object.entries(created)
+              .filter(([k]) => /secret/i.test(k))
+              .map(([k, v]) => (
+                <Fragment key={k}>
+                  <dt>{k === 'webhookSecret' ? 'Webhook secret (sent as Authorization: Bearer <secret>)' : k}</dt>
+                  <dd>
+                    <code data-given={k}>{String(v)}</code>
+                  </dd>
+                </Fragment>
+              ))}
+          </dl>
           <button type="button" className="primary" onClick={onCreated}>
             Done
           </button>
         </>
-      ) : !schema ? (
+      ) : !base ? (
         <p className="muted">This platform takes no new {section.title.toLowerCase()}.</p>
-      ) : !choices ? (
+      ) : integrations.error ? (
+        <ErrorText>{integrations.error}</ErrorText>
+      ) : !choices || !form || (isConnector && !integrations.data && offers(doc, '/api/integrations', 'get')) ? (
         <Loading what="Preparing the form" />
       ) : (
         <>
           <ErrorText>{error}</ErrorText>
-          <SchemaForm schema={schema} formData={data} onChange={setData} onSubmit={(d) => void submit(d)} extraErrors={extra} choices={choices} idPrefix="create">
+          <SchemaForm schema={form.schema} ui={form.ui} formData={data} onChange={(d) => setData((d ?? {}) as Record<string, unknown>)} onSubmit={(d) => void submit(d)} extraErrors={extra} choices={choices} idPrefix="create">
             <div className="row">
               <button type="submit" className="primary">
                 Create
