@@ -374,20 +374,22 @@ async function swapIn(session: Kysely<any>, db: Kysely<Database>, live: LiveTabl
     await sql`SET LOCAL lock_timeout = 0`.execute(tx);
     await sameShape(tx, live);
     const views = await dependentViews(tx, live);
-    for (const v of [...views].reverse()) await sql.raw(`DROP VIEW ${v.qualified}`).execute(tx);
     const carried = await tableExtras(tx, live);
-    await sql.raw(`DROP TABLE ${live.map((t) => t.qualified).join(', ')}`).execute(tx);
-    for (const t of live) {
-      await sql.raw(`ALTER TABLE ${SHADOW}.${quoteIdent(t.name)} SET SCHEMA ${t.schema}`).execute(tx);
-    }
-    for (const ddl of carried) await sql.raw(ddl).execute(tx);
-    for (const v of views) {
-      await sql.raw(`CREATE VIEW ${v.qualified}${v.options?.length ? ` WITH (${v.options.join(', ')})` : ''} AS ${v.def}`).execute(tx);
-      await sql.raw(`ALTER VIEW ${v.qualified} OWNER TO ${quoteIdent(v.owner)}`).execute(tx);
-      if (v.comment !== null) await sql.raw(`COMMENT ON VIEW ${v.qualified} IS ${quoteLiteral(v.comment)}`).execute(tx);
-      for (const c of v.columns) await sql.raw(`COMMENT ON COLUMN ${v.qualified}.${quoteIdent(c.name)} IS ${quoteLiteral(c.comment)}`).execute(tx);
-      for (const g of v.grants) await sql.raw(g).execute(tx);
-    }
+    // One round trip for the whole exchange: readers wait for this transaction only.
+    await sql.raw([
+      ...[...views].reverse().map((v) => `DROP VIEW ${v.qualified}`),
+      `DROP TABLE ${live.map((t) => t.qualified).join(', ')}`,
+      ...live.map((t) => `ALTER TABLE ${SHADOW}.${quoteIdent(t.name)} SET SCHEMA ${t.schema}`),
+      ...carried,
+    ].join(';\n')).execute(tx);
+    const recreate = views.flatMap((v) => [
+      `CREATE VIEW ${v.qualified}${v.options?.length ? ` WITH (${v.options.join(', ')})` : ''} AS ${v.def}`,
+      `ALTER VIEW ${v.qualified} OWNER TO ${quoteIdent(v.owner)}`,
+      ...(v.comment !== null ? [`COMMENT ON VIEW ${v.qualified} IS ${quoteLiteral(v.comment)}`] : []),
+      ...v.columns.map((c) => `COMMENT ON COLUMN ${v.qualified}.${quoteIdent(c.name)} IS ${quoteLiteral(c.comment)}`),
+      ...v.grants,
+    ]);
+    if (recreate.length) await sql.raw(recreate.join(';\n')).execute(tx);
   });
   const done = Date.now();
   return { position, pausedMs: done - paused, lockedMs: done - lockedAt };
@@ -395,34 +397,47 @@ async function swapIn(session: Kysely<any>, db: Kysely<Database>, live: LiveTabl
 
 /** A migration that ran meanwhile (a new column, a renamed index) would be undone by the swap: refuse, and let the rebuild start again. */
 async function sameShape(tx: Transaction<any>, live: LiveTable[]): Promise<void> {
+  const { rows } = await sql<{ name: string; live: string; shadow: string }>`
+    WITH shape AS (
+      SELECT c.relname AS name, n.nspname = ${SHADOW} AS shadow,
+        (SELECT coalesce(string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END, ', ' ORDER BY a.attnum), '')
+           FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+        || ' | ' || (SELECT coalesce(string_agg(i.relname, ', ' ORDER BY i.relname), '') FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid) AS s
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE c.oid = ANY(${live.map((t) => t.oid)}::oid[]) OR (n.nspname = ${SHADOW} AND c.relname = ANY(${live.map((t) => t.name)}::text[]) AND c.relkind = 'r')
+    )
+    SELECT l.name, l.s AS live, s.s AS shadow FROM shape l JOIN shape s ON s.name = l.name AND s.shadow WHERE NOT l.shadow`.execute(tx);
   for (const t of live) {
-    const shape = (table: string) => sql<{ s: string }>`
-      SELECT coalesce(string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END, ', ' ORDER BY a.attnum), '')
-        || ' | ' || coalesce((SELECT string_agg(i.relname, ', ' ORDER BY i.relname) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass(${table})), '') AS s
-      FROM pg_attribute a WHERE a.attrelid = to_regclass(${table}) AND a.attnum > 0 AND NOT a.attisdropped`.execute(tx);
-    const [a, b] = await Promise.all([shape(t.qualified), shape(`${SHADOW}.${quoteIdent(t.name)}`)]);
-    if (a.rows[0]?.s !== b.rows[0]?.s) throw new Error(`the read model ${t.name} changed shape during the rebuild (a migration ran?); run the rebuild again`);
+    const row = rows.find((r) => r.name === t.name);
+    if (!row || row.live !== row.shadow) throw new Error(`the read model ${t.name} changed shape during the rebuild (a migration ran?); run the rebuild again`);
   }
 }
 
 /** Grants, owner and comment of each live table, as DDL for its replacement. */
 async function tableExtras(tx: Transaction<any>, live: LiveTable[]): Promise<string[]> {
+  const { rows } = await sql<{ oid: number; owner: string; comment: string | null; grantee: string | null; privilege: string | null; grantable: boolean | null }>`
+    SELECT c.oid::int AS oid, pg_get_userbyid(c.relowner) AS owner, obj_description(c.oid, 'pg_class') AS comment,
+      CASE WHEN a.grantee = 0 THEN NULL ELSE pg_get_userbyid(a.grantee) END AS grantee, a.privilege_type AS privilege, a.is_grantable AS grantable
+    FROM pg_class c LEFT JOIN LATERAL aclexplode(c.relacl) a ON a.grantee <> c.relowner
+    WHERE c.oid = ANY(${live.map((t) => t.oid)}::oid[])`.execute(tx);
   const out: string[] = [];
   for (const t of live) {
-    const { rows } = await sql<{ owner: string; comment: string | null }>`
-      SELECT pg_get_userbyid(relowner) AS owner, obj_description(oid, 'pg_class') AS comment FROM pg_class WHERE oid = ${t.oid}`.execute(tx);
-    out.push(`ALTER TABLE ${t.qualified} OWNER TO ${quoteIdent(rows[0]!.owner)}`);
-    if (rows[0]!.comment !== null) out.push(`COMMENT ON TABLE ${t.qualified} IS ${quoteLiteral(rows[0]!.comment)}`);
-    out.push(...(await grantsOf(tx, t.oid, t.qualified, 'TABLE')));
+    const mine = rows.filter((r) => r.oid === t.oid);
+    out.push(`ALTER TABLE ${t.qualified} OWNER TO ${quoteIdent(mine[0]!.owner)}`);
+    if (mine[0]!.comment !== null) out.push(`COMMENT ON TABLE ${t.qualified} IS ${quoteLiteral(mine[0]!.comment)}`);
+    for (const r of mine) if (r.privilege) out.push(grant(r.privilege, t.qualified, r.grantee, r.grantable!));
   }
   return out;
 }
 
-async function grantsOf(tx: Transaction<any>, oid: number, qualified: string, kind: 'TABLE'): Promise<string[]> {
+const grant = (privilege: string, qualified: string, grantee: string | null, grantable: boolean) =>
+  `GRANT ${privilege} ON TABLE ${qualified} TO ${grantee === null ? 'PUBLIC' : quoteIdent(grantee)}${grantable ? ' WITH GRANT OPTION' : ''}`;
+
+async function grantsOf(tx: Transaction<any>, oid: number, qualified: string): Promise<string[]> {
   const { rows } = await sql<{ grantee: string | null; privilege: string; grantable: boolean }>`
     SELECT CASE WHEN a.grantee = 0 THEN NULL ELSE pg_get_userbyid(a.grantee) END AS grantee, a.privilege_type AS privilege, a.is_grantable AS grantable
     FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = ${oid} AND a.grantee <> c.relowner`.execute(tx);
-  return rows.map((r) => `GRANT ${r.privilege} ON ${kind} ${qualified} TO ${r.grantee === null ? 'PUBLIC' : quoteIdent(r.grantee)}${r.grantable ? ' WITH GRANT OPTION' : ''}`);
+  return rows.map((r) => grant(r.privilege, qualified, r.grantee, r.grantable));
 }
 
 /** Every view over the tables, directly or through other views, in an order they can be created in. */
@@ -462,7 +477,7 @@ async function dependentViews(tx: Transaction<any>, live: LiveTable[]): Promise<
       SELECT attname AS name, col_description(attrelid, attnum) AS comment FROM pg_attribute
       WHERE attrelid = ${oid} AND attnum > 0 AND col_description(attrelid, attnum) IS NOT NULL`.execute(tx);
     const row = rows[0]!;
-    out.push({ oid, ...row, def: row.def.trim().replace(/;$/, ''), columns, grants: await grantsOf(tx, oid, row.qualified, 'TABLE') });
+    out.push({ oid, ...row, def: row.def.trim().replace(/;$/, ''), columns, grants: await grantsOf(tx, oid, row.qualified) });
   }
   await sql`SET LOCAL search_path TO DEFAULT`.execute(tx);
   return out;
