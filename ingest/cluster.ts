@@ -80,10 +80,13 @@ export function connectRedis(url: string, log: Logger): RedisLink {
     });
   }
 
-  const mq = new (MQEmitterRedis as unknown as new (o: object) => { emit(packet: { clientId?: string | null }, cb?: (err?: Error) => void): void })({
+  const mq = new (MQEmitterRedis as unknown as new (o: object) => { emit(packet: { clientId?: string | null }, cb?: (err?: Error) => void): void; state: NodeJS.EventEmitter })({
     pubConn: connections.publish,
     subConn: connections.subscribe,
   });
+  // mqemitter-redis re-emits each connection error on `state`; unheard, that 'error' would end the process at the
+  // first refused reconnect. The connections' own listeners above log the outage; the bus waits for Redis.
+  mq.state.on('error', () => undefined);
   // A device's publish carries its client id and is data for the ingest alone: no subscriber on any node receives it.
   const emit = mq.emit.bind(mq);
   mq.emit = (packet, cb) => (packet.clientId != null ? cb?.() : emit(packet, cb));

@@ -4,6 +4,7 @@ import { scopesOn } from '../../api/access.js';
 import type { DeviceCommandInput, SentCommand } from '../../api/commands/send.js';
 import { loadCustomRoles } from '../../projections/access.js';
 import type { RecordedEvent } from '../../domain/shared/events.js';
+import type { Fence } from '../../domain/eventstore/leases.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
 import { ConflictError, ForbiddenError, NotFoundError, PlatformError } from '../../domain/shared/errors.js';
 import { satisfies, type Need } from '../../domain/access/scopes.js';
@@ -64,6 +65,8 @@ export class RuleActions {
     private readonly io: ActionIo,
     private readonly remember: (eventId: string, chain: { depth: number; rules: string[] }) => void,
     private readonly chainOf: (runId: string) => Promise<{ depth: number; rules: string[] } | null>,
+    /** Proves this node still leads the rules reactor (always, in a single process). */
+    private readonly fence: () => Fence,
   ) {}
 
   async stop(): Promise<void> {
@@ -94,6 +97,8 @@ export class RuleActions {
       const at = this.deps.clock().toISOString();
       const effect: CommandContext = { actor: ruleActor(run.ruleId), correlationId: e.metadata.correlationId, causationId: run.runId, now: at };
       let outcome: Outcome;
+      // Before each side effect, and outside the try: a lost lead is not an action's failure; the new leader carries it out.
+      await this.fence().check();
       try {
         outcome = owner ? await this.act(run, action, owner, effect, chain) : { ok: false, reason: NO_OWNER };
       } catch (error) {

@@ -95,32 +95,42 @@ export class RulesReactor {
     private readonly logs: LogWriter,
   ) {
     this.tracker = new ChangeTracker(deps.store, deps.db);
-    this.actions = new RuleActions(deps, io, (eventId, chain) => this.chains.set(eventId, chain), (runId) => this.chainOf(runId));
-    this.scheduler = new Scheduler(deps, this.index, (rule, nodeId, slot, missed) => this.fireSlot(rule, nodeId, slot, missed));
+    this.actions = new RuleActions(deps, io, (eventId, chain) => this.chains.set(eventId, chain), (runId) => this.chainOf(runId), () => this.subscriber.fence);
+    this.scheduler = new Scheduler(deps, this.index, (rule, nodeId, slot, missed) => this.fireSlot(rule, nodeId, slot, missed), () => this.subscriber.fence);
     this.subscriber = new CheckpointedSubscriber<Database>({
       name: RULES_CHECKPOINT,
       store: deps.store,
       db: deps.db,
       log: deps.log,
       batchSize: 1000,
+      cluster: deps.cluster ?? null,
       handle: (batch) => this.handleBatch(batch),
+      // Where this node leads `rules` (a single process always does): the index as of the checkpoint, then the clock.
+      // In a cluster the clock therefore runs on one node, and a node that takes over starts from the stored state.
+      leading: {
+        gained: async () => {
+          this.rights.clear();
+          this.geofenceRefs = null;
+          await this.loadIndex();
+          await this.scheduler.start();
+        },
+        lost: () => this.scheduler.stop(),
+      },
     });
   }
 
   async start(): Promise<void> {
-    await this.loadIndex();
     await this.subscriber.start();
-    await this.scheduler.start();
   }
 
   async stop(): Promise<void> {
-    this.scheduler.stop();
     await this.subscriber.stop();
     await this.actions.stop();
   }
 
   /** The rules as they were at the checkpoint: each rule stream folded up to it; later rule events come through the log. */
   private async loadIndex(): Promise<void> {
+    this.index.clear();
     const at = await loadCheckpoint(this.deps.db, RULES_CHECKPOINT);
     if (!at) return;
     const rows = await this.deps.db.selectFrom('rules_v2').select('id').execute();
@@ -328,6 +338,8 @@ export class RulesReactor {
       device: (id) => views.get(id) ?? { doc: null, why: `iotnode ${id} does not exist` },
       changed: () => false,
     }, missed);
+    // Only the node that leads `rules` keeps the clock; a node that lost the lead unnoticed stores nothing.
+    await this.subscriber.fence.check();
     await this.deps.store.append(runStream(runId), [toNewEvent({ type: 'RuleRunStarted', data: run }, context, runId)], 'any');
   }
 }

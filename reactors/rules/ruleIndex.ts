@@ -41,6 +41,12 @@ export class RuleIndex {
     return definition.nodes.flatMap((n) => (n.type === 'trigger' && n.config.resourceType === 'device' ? [n.config.deviceId] : n.type === 'condition' ? [n.config.deviceId] : []));
   }
 
+  /** Forgets every rule (before the index is loaded again, where the reactor takes over). */
+  clear(): void {
+    this.rules.clear();
+    this.derive();
+  }
+
   put(rule: RunnableRule, revision: number): void {
     this.rules.set(rule.id, { rule, revision });
     this.derive();

@@ -1,5 +1,6 @@
 import type { Deps } from '../../api/deps.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
+import { LeaseLostError, type Fence } from '../../domain/eventstore/leases.js';
 import type { RuleDefinition } from '../../domain/rules/rule.js';
 import { derivedId, runStream, type RunnableRule } from '../../domain/rules/run.js';
 import { SCHEDULE_CATCH_UP_MS, missedSlots, nextSlot } from '../../domain/rules/schedule.js';
@@ -34,17 +35,24 @@ export class Scheduler {
     private readonly deps: Deps,
     private readonly index: RuleIndex,
     private readonly fire: (rule: RunnableRule, nodeId: string, slot: Date, missed: number) => Promise<void>,
+    /** Proves this node still keeps the clock (it leads the rules reactor; always, in a single process). */
+    private readonly fence: () => Fence,
   ) {}
 
+  /** Catches up and starts the clock; again after a `stop` (in a cluster: each time this node takes the lead of the rules). */
   async start(): Promise<void> {
+    this.stopped = false;
+    this.next.clear();
     await this.catchUp();
     this.changed();
   }
 
-  stop(): void {
+  /** Stops the clock; resolves once a slot being fired is done, so nothing fires after. */
+  async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    await this.busy;
   }
 
   /** The rules changed: slots for new or changed triggers, none for removed ones. */
@@ -83,10 +91,13 @@ export class Scheduler {
   private async tick(): Promise<void> {
     const now = this.deps.clock();
     for (const [key, { entry, at }] of [...this.next]) {
+      if (this.stopped) return;
       if (at.getTime() > now.getTime()) continue;
       try {
         await this.fire(entry.rule, entry.nodeId, at, 0);
       } catch (err) {
+        // Another node leads the rules now: it keeps the clock.
+        if (err instanceof LeaseLostError) return;
         this.deps.log.error({ err, ruleId: entry.rule.id, nodeId: entry.nodeId, slot: at.toISOString() }, 'a scheduled rule run could not be stored; trying again');
         if (now.getTime() - at.getTime() < SCHEDULE_CATCH_UP_MS && !this.stopped) {
           if (this.timer) clearTimeout(this.timer);
@@ -110,6 +121,7 @@ export class Scheduler {
     for (const row of rules) {
       const rule: RunnableRule = { id: row.id, name: row.name, owner: row.created_by, definition: row.definition as RuleDefinition };
       for (const node of rule.definition.nodes) {
+        if (this.stopped) return;
         if (node.type !== 'trigger' || node.config.resourceType !== 'schedule') continue;
         const { cron, timezone } = node.config;
         const previous = last.get(`${row.id}/${node.id}`);
@@ -121,6 +133,7 @@ export class Scheduler {
           if (now.getTime() - latest.getTime() <= SCHEDULE_CATCH_UP_MS) await this.fire(rule, node.id, latest, count - 1);
           else await this.recordMissed(rule, node.id, from, latest, count);
         } catch (err) {
+          if (err instanceof LeaseLostError) return;
           this.deps.log.error({ err, ruleId: rule.id, nodeId: node.id }, 'catching up a schedule failed');
         }
       }
@@ -131,6 +144,7 @@ export class Scheduler {
     const runId = derivedId('schedule', rule.id, nodeId, latest.toISOString());
     const at = this.deps.clock().toISOString();
     const event = { type: 'RuleSlotsMissed', data: { runId, ruleId: rule.id, nodeId, from: from.toISOString(), to: latest.toISOString(), count, latest: latest.toISOString(), at } };
+    await this.fence().check();
     await this.deps.store.append(runStream(runId), [toNewEvent(event, { actor: 'system:rules', correlationId: `schedule:${rule.id}/${nodeId}`, now: at }, runId)], 'any');
   }
 }

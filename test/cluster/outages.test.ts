@@ -8,7 +8,7 @@ import type { MqttClient } from 'mqtt';
 import { createTestDatabase } from '../support/cluster.js';
 import { startPrivateCluster, type PrivateCluster } from '../../migrations/cluster.js';
 import { RedisServer } from '../support/redis.js';
-import { PlatformNode, until } from '../support/nodes.js';
+import { LEADER_PARTS, PlatformNode, until } from '../support/nodes.js';
 import { RawPublisher } from '../support/rawMqtt.js';
 
 /**
@@ -202,13 +202,16 @@ pgDown('when PostgreSQL restarts, then health and logs name it meanwhile, the no
     assert.is(h.body.database, false, JSON.stringify(h.body));
   }
   await until(() => ctx.nodes.every((n) => n.logs.some((l) => String(l.msg).includes('waiting for PostgreSQL'))), 15_000, 'both nodes to log that they wait for PostgreSQL');
-  const h = await a.health();
-  assert.ok((h.body.cluster.waitingFor as string[]).some((w) => w.startsWith('PostgreSQL')), JSON.stringify(h.body));
+  let last: Record<string, any> = {};
+  await until(async () => {
+    last = (await a.health()).body;
+    return (last.cluster?.waitingFor as string[] | undefined)?.some((w) => w.startsWith('PostgreSQL, for leadership'));
+  }, 15_000, 'node A\'s health to name PostgreSQL as what it waits for').catch((err) => assert.unreachable(`${err.message}; last health: ${JSON.stringify(last)}`));
 
   // When it is back, then the nodes recover by themselves.
   ctx.pg = startPrivateCluster(ctx.dir, 'platform', { fast: true });
   for (const node of ctx.nodes) await until(async () => (await node.health()).status === 200, 30_000, `${node.name}'s health to be 200 again`);
-  await until(async () => ((await a.leading()).length + (await b.leading()).length) === 6, 15_000, 'every part led again');
+  await until(async () => ((await a.leading()).length + (await b.leading()).length) === LEADER_PARTS.length, 15_000, 'every part led again');
   await Promise.all(inFlight);
   for (let seq = 21; seq <= 25; seq++) await send(seq);
   await until(() => acked.size === 25, 30_000, 'every message acknowledged');

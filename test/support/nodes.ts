@@ -7,6 +7,8 @@ import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 const ROOT = new URL('../..', import.meta.url).pathname;
 
 export const NODE_ADMIN = { username: 'admin', password: 'admin-password-1' };
+/** Every part that runs once across a cluster (the projection runner, each reactor, the external brokers' connections), as health names them. */
+export const LEADER_PARTS = ['channels-http', 'commands', 'external-brokers', 'geofence-tracking', 'output-mqtt', 'read-models', 'rules'];
 export const NODE_SECRET = 'cluster-test-secret-that-is-long-enough-0123456789';
 
 /**
@@ -19,6 +21,7 @@ export class PlatformNode {
   mqtt = 0;
   readonly logs: Record<string, any>[] = [];
   token = '';
+  private expectedExit = false;
 
   constructor(
     readonly name: string,
@@ -40,7 +43,14 @@ export class PlatformNode {
     const env = { PORT: '0', MQTT_PORT: '0', DATA_DIR: mkdtempSync(join(tmpdir(), 'node-')), JWT_SECRET: NODE_SECRET, ADMIN_USERNAME: NODE_ADMIN.username, ADMIN_PASSWORD: NODE_ADMIN.password, LOG_LEVEL: 'info', NODE_NAME: this.name, ...this.env };
     this.child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let errors = '';
-    this.child.stderr!.on('data', (d) => (errors += d));
+    this.child.stderr!.on('data', (d) => (errors = (errors + d).slice(-20_000)));
+    this.expectedExit = false;
+    // A node that dies on its own is a failure of the platform: said at once, with its last words, whatever the test awaits.
+    this.child.once('exit', (code, signal) => {
+      if (this.expectedExit) return;
+      const last = this.logs.slice(-5).map((l) => JSON.stringify(l)).join('\n');
+      process.stderr.write(`\n  node ${this.name} exited by itself (${signal ?? code}):\n${errors.slice(-3000)}\n${last}\n`);
+    });
     await new Promise<void>((resolve, reject) => {
       let buffer = '';
       this.child.stdout!.on('data', (d) => {
@@ -80,7 +90,7 @@ export class PlatformNode {
 
   async health(): Promise<{ status: number; body: Record<string, any> }> {
     try {
-      const res = await fetch(`${this.base}/api/health`, { signal: AbortSignal.timeout(3000) });
+      const res = await fetch(`${this.base}/api/health`, { signal: AbortSignal.timeout(10_000) });
       return { status: res.status, body: (await res.json()) as Record<string, any> };
     } catch (err) {
       return { status: 0, body: { error: (err as Error).message } };
@@ -114,6 +124,7 @@ export class PlatformNode {
 
   private async signal(signal: NodeJS.Signals): Promise<void> {
     if (!this.alive) return;
+    this.expectedExit = true;
     const exited = new Promise((resolve) => this.child.once('exit', resolve));
     this.child.kill(signal);
     await exited;
