@@ -368,13 +368,14 @@ async function swapIn(session: Kysely<any>, db: Kysely<Database>, live: LiveTabl
     await shadow.replayTo(position);
     if (position && (!shadow.at || comparePositions(shadow.at, position) !== 0)) throw new Error('the new read models did not reach the live checkpoint');
 
+    // Read before the lock, so readers wait less; a view made in between makes the DROP fail, and the rebuild with it, harmlessly.
+    const views = await dependentViews(tx, live);
+    const carried = await tableExtras(tx, live);
     await sql.raw(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`).execute(tx);
     await sql.raw(`LOCK TABLE ${live.map((t) => t.qualified).join(', ')} IN ACCESS EXCLUSIVE MODE`).execute(tx);
     lockedAt = Date.now();
     await sql`SET LOCAL lock_timeout = 0`.execute(tx);
     await sameShape(tx, live);
-    const views = await dependentViews(tx, live);
-    const carried = await tableExtras(tx, live);
     // One round trip for the whole exchange: readers wait for this transaction only.
     await sql.raw([
       ...[...views].reverse().map((v) => `DROP VIEW ${v.qualified}`),
