@@ -75,6 +75,8 @@ async function writeReports(client: pg.Client, ids: string[], count: number, fir
 interface Served {
   requests: number;
   errors: number;
+  /** Each answer of 300 or more: status and path. */
+  errorAnswers: string[];
   published: number;
   latencyMs: { p50: number; p99: number; max: number };
 }
@@ -89,7 +91,7 @@ interface Served {
 function serve(platform: PlatformProcess, ids: string[]): { stop(): Promise<Served> } {
   let running = true;
   const latencies: number[] = [];
-  let errors = 0;
+  const errorAnswers: string[] = [];
   let published = 0;
   const base = `http://127.0.0.1:${platform.ports.http}`;
   const get = async (path: string, init: RequestInit = {}) => {
@@ -97,7 +99,7 @@ function serve(platform: PlatformProcess, ids: string[]): { stop(): Promise<Serv
     const res = await fetch(base + path, { ...init, headers: { 'content-type': 'application/json', authorization: `Bearer ${platform.token}` } });
     await res.arrayBuffer();
     latencies.push(performance.now() - started);
-    if (res.status >= 300) errors++;
+    if (res.status >= 300) errorAnswers.push(`${res.status} ${init.method ?? 'GET'} ${path}`);
   };
   const readers = Array.from({ length: 4 }, async (_, r) => {
     for (let i = r; running; i++) {
@@ -127,7 +129,7 @@ function serve(platform: PlatformProcess, ids: string[]): { stop(): Promise<Serv
       await Promise.all([...readers, writer, publisher]);
       const sorted = latencies.sort((a, b) => a - b);
       const at = (q: number) => round(sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? 0, 1);
-      return { requests: sorted.length, errors, published, latencyMs: { p50: at(0.5), p99: at(0.99), max: round(sorted[sorted.length - 1] ?? 0) } };
+      return { requests: sorted.length, errors: errorAnswers.length, errorAnswers, published, latencyMs: { p50: at(0.5), p99: at(0.99), max: round(sorted[sorted.length - 1] ?? 0) } };
     },
   };
 }
