@@ -1,7 +1,6 @@
 import { sql, type Transaction } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
 import { commandDecider, type CommandEvent, type CommandState, type CommandStatus } from '../domain/commands/command.js';
-import type { ConnectorEvent } from '../domain/connectors/connector.js';
 import type { Database } from './database.js';
 import type { Projection } from './runner.js';
 
@@ -64,8 +63,8 @@ function rowOf(state: Exclude<CommandState, { status: 'none' }>, event: Recorded
 
 /**
  * Commands and the downlink queue, folded with the command decider's own
- * `evolve`, so the read model and the write side agree on every status; and
- * the health of connectors. Each row carries its stream revision, so an event
+ * `evolve`, so the read model and the write side agree on every status. Each
+ * row carries its stream revision, so an event
  * applied twice changes nothing.
  */
 export const commandsProjection: Projection = {
@@ -73,13 +72,6 @@ export const commandsProjection: Projection = {
   tables: ['commands'],
   async apply(tx: Transaction<Database>, batch: RecordedEvent[]) {
     for (const e of batch) {
-      if (e.type === 'ConnectorStatusChanged') {
-        const { id, status, error, at } = (e as RecordedEvent & ConnectorEvent & { type: 'ConnectorStatusChanged' }).data;
-        await sql`UPDATE connectors SET status = ${status}, status_at = ${at},
-            last_error = COALESCE(${error ?? null}, last_error), last_error_at = CASE WHEN ${status} = 'failing' THEN ${at}::timestamptz ELSE last_error_at END
-          WHERE id = ${id} AND (status_at IS NULL OR status_at <= ${at})`.execute(tx);
-        continue;
-      }
       if (!COMMAND_EVENTS.has(e.type)) continue;
       const event = e as RecordedEvent & CommandEvent;
       if (event.type === 'CommandRequested') {

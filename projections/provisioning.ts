@@ -26,7 +26,7 @@ export interface ConnectorsTable {
   doc: ConnectorDoc;
   secrets: ConnectorSecrets;
   integration: string | null;
-  /** The health of its outbound connections (`ConnectorStatusChanged`, kept by the commands projection). */
+  /** The health of its outbound connections (`ConnectorStatusChanged`). */
   status: 'ok' | 'failing';
   last_error: string | null;
   last_error_at: Date | null;
@@ -80,6 +80,13 @@ export const provisioningProjection: Projection = {
         case 'ConnectorDeleted':
           await tx.deleteFrom('connectors').where('id', '=', e.data.id).execute();
           break;
+        case 'ConnectorStatusChanged': {
+          const { id, status, error, at } = e.data;
+          await sql`UPDATE connectors SET status = ${status}, status_at = ${at},
+              last_error = COALESCE(${error ?? null}, last_error), last_error_at = CASE WHEN ${status} = 'failing' THEN ${at}::timestamptz ELSE last_error_at END
+            WHERE id = ${id} AND (status_at IS NULL OR status_at <= ${at})`.execute(tx);
+          break;
+        }
       }
     }
   },

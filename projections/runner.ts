@@ -14,8 +14,16 @@ import type { Database } from './database.js';
  */
 export interface Projection {
   name: string;
-  /** The tables this projection owns, in an order that `TRUNCATE … CASCADE` accepts; a rebuild empties them. */
+  /**
+   * The tables this projection owns, in an order that `TRUNCATE … CASCADE` accepts. `apply` writes
+   * these and no others, so a rebuild can build them apart from every other read model.
+   */
   tables: string[];
+  /**
+   * Tables of other projections that `apply` reads: rebuilding this projection rebuilds their
+   * owners too, so a replay never reads them as they are now instead of as they were then.
+   */
+  reads?: string[];
   /** Applies a batch in global order inside the runner's transaction. Ignores event types it does not know. */
   apply(tx: Transaction<Database>, batch: RecordedEvent[]): Promise<void>;
   /**
@@ -40,6 +48,23 @@ interface Waiter {
 export interface RunnerCluster {
   leases: Leases;
   indexes: { readonly position: Position | null; waitFor(position: Position, timeoutMs: number): Promise<void> };
+}
+
+/**
+ * The lock between the runner and a rebuild (`projections/rebuild.ts`): every
+ * batch transaction takes it shared before touching a read model; a rebuild
+ * takes it exclusively while it swaps tables, so the runner (on whichever node
+ * leads) pauses between two batches and resumes on the new tables.
+ */
+const SWAP_GATE = 'platform-read-model-swap';
+
+export async function passSwapGate(tx: Transaction<any>): Promise<void> {
+  await sql`SELECT pg_advisory_xact_lock_shared(hashtextextended(${SWAP_GATE}, 0))`.execute(tx);
+}
+
+/** Taken by a rebuild inside its swap transaction: waits for the batch under way, then holds every later one. */
+export async function closeSwapGate(tx: Transaction<any>): Promise<void> {
+  await sql`SELECT pg_advisory_xact_lock(hashtextextended(${SWAP_GATE}, 0))`.execute(tx);
 }
 
 /** How often a node polls the leader's checkpoint while writers wait for it. */
@@ -73,6 +98,8 @@ export class ProjectionRunner {
       transactional: true,
       cluster: cluster && { leases: cluster.leases, ready: async () => {} },
       handle: async (batch, tx) => {
+        // Waits while a rebuild swaps read models in, so no batch ever straddles the swap.
+        await passSwapGate(tx!);
         for (const projection of this.projections) await projection.apply(tx!, batch);
         // Delivered to every node when (and only if) the batch commits.
         if (cluster) await notifyCheckpoint(tx!, name, batch[batch.length - 1]!.position.commit, batch[batch.length - 1]!.position.prepare);

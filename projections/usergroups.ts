@@ -46,6 +46,8 @@ const EVENTS = new Set([
 export const usergroupsProjection: Projection = {
   name: 'usergroups',
   tables: ['usergroup_members', 'usergroups'],
+  // A member is added only when the user exists.
+  reads: ['users'],
   async apply(tx, batch) {
     for (const event of batch) {
       if (event.type === 'UserDeleted') {
