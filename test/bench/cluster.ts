@@ -117,13 +117,18 @@ async function measure(nodes: PlatformNode[], databaseUrl: string): Promise<Figu
   let ackedInWindow = 0;
   let consumerDisconnects = 0;
   consumer.on('close', () => consumerDisconnects++);
+  // What each message was, by its key: the diff on the output topic carries only what changed, so a report sent in
+  // the same millisecond as the device's previous one arrives without `t` (and `n` never changes for a device).
+  const sent = new Map<string, { t: number; node: number }>();
   consumer.on('message', (_topic, payload) => {
-    const m = JSON.parse(String(payload)) as { diff: { seq?: string; t?: number; n?: number } };
-    if (!m.diff.seq || !m.diff.t || delivered.has(m.diff.seq)) return;
-    delivered.add(m.diff.seq);
+    const m = JSON.parse(String(payload)) as { diff: { seq?: string } };
+    const key = m.diff.seq;
+    const s = key === undefined ? undefined : sent.get(key);
+    if (!key || !s || delivered.has(key)) return;
+    delivered.add(key);
     lastDelivery = Date.now();
-    latencies.push(lastDelivery - m.diff.t);
-    if (nodes.length > 1 && m.diff.n !== nodes.length - 1) crossLatencies.push(lastDelivery - m.diff.t);
+    latencies.push(lastDelivery - s.t);
+    if (nodes.length > 1 && s.node !== nodes.length - 1) crossLatencies.push(lastDelivery - s.t);
   });
   const started = Date.now();
   const stopAt = started + SECONDS * 1000;
@@ -135,7 +140,9 @@ async function measure(nodes: PlatformNode[], databaseUrl: string): Promise<Figu
       const lane = async () => {
         while (Date.now() < stopAt) {
           const key = `s${++seq}`;
-          await client.publishAsync(topics[next++ % topics.length]!, JSON.stringify({ seq: key, t: Date.now(), n: node }), { qos: 1 });
+          const t = Date.now();
+          sent.set(key, { t, node });
+          await client.publishAsync(topics[next++ % topics.length]!, JSON.stringify({ seq: key, t, n: node }), { qos: 1 });
           acked.add(key);
           ackedInWindow++;
         }
