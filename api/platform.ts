@@ -63,6 +63,9 @@ import { calculationRoutes } from './calculations/routes.js';
 import { CalculationReactor } from '../reactors/calculations/reactor.js';
 import { auditRoutes } from './audit/routes.js';
 
+/** How long health waits for the database (and EventStoreDB) to answer before it reports them down. */
+const HEALTH_CHECK_MS = 2000;
+
 export interface Platform {
   deps: Deps;
   /** The HTTP address actually bound (PORT=0 picks a free port). */
@@ -163,10 +166,14 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
       routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps), auditRoutes(deps)],
       health: async () => {
+        // A database that neither answers nor refuses (a pool waiting on dead connections) counts as down after
+        // HEALTH_CHECK_MS, so health always answers and says what the node waits for.
+        const within = (check: Promise<unknown>) =>
+          Promise.race([check.then(() => true, () => false), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), HEALTH_CHECK_MS).unref())]);
         const [dbUp, storeUp] = await Promise.all([
-          sql`SELECT 1`.execute(db).then(() => true, () => false),
+          within(sql`SELECT 1`.execute(db)),
           // The PostgreSQL store lives in the same database; EventStoreDB is a server of its own.
-          store.kind === 'postgres' ? Promise.resolve(true) : store.readAll({ limit: 1 }).then(() => true, () => false),
+          store.kind === 'postgres' ? Promise.resolve(true) : within(store.readAll({ limit: 1 })),
         ]);
         const node = cluster?.health();
         const ready = dbUp && storeUp && projections.healthy && (node?.ready ?? true);

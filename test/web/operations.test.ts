@@ -248,6 +248,8 @@ ops('when a calculation is built in the form of its schema, then a refusal shows
   await dialog.getByRole('button', { name: 'Create' }).click();
   await dialog.waitFor({ state: 'detached' });
   const row = calcs.getByRole('row').filter({ has: page.getByRole('cell', { name: 'valve hourly mean', exact: true }) });
+  // The list is read again after the dialog closes: its row comes a moment later.
+  await row.waitFor();
   assert.equal((await row.getByRole('cell').allInnerTexts()).slice(0, 4), ['valve hourly mean', 'window', 'mean', 'running']);
   const [stored] = await ok(ctx.t, 'GET', '/api/calculations');
   assert.equal([stored.source, stored.window, stored.destination, stored.schedule], [{ deviceId: ctx.device._id, field: 'temperature' }, { seconds: 3600 }, { deviceId: ctx.device._id, field: 'temperatureMean' }, { type: 'onChange' }]);
