@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
 import { CheckpointedSubscriber } from '../domain/eventstore/subscriber.js';
 import { comparePositions, type Position } from '../domain/shared/events.js';
-import { UnavailableError } from '../domain/shared/errors.js';
+import { PositionWaiters } from '../domain/eventstore/waiters.js';
 import type { Database } from './database.js';
 import type { Projection } from './runner.js';
 
@@ -22,7 +22,7 @@ import type { Projection } from './runner.js';
  */
 export class NodeIndexes {
   private subscriber: CheckpointedSubscriber<Database> | null = null;
-  private waiters: { position: Position; resolve: () => void }[] = [];
+  private readonly waiters = new PositionWaiters('The change is stored but this node has not caught up with it in time; read it again shortly');
   private from: Position | null = null;
 
   constructor(
@@ -50,11 +50,7 @@ export class NodeIndexes {
       },
       done: (batch, last) => {
         for (const index of this.indexes) index.committed?.(batch);
-        const ready = this.waiters.filter((w) => comparePositions(last, w.position) >= 0);
-        if (ready.length) {
-          this.waiters = this.waiters.filter((w) => !ready.includes(w));
-          for (const w of ready) w.resolve();
-        }
+        this.waiters.settle((position) => comparePositions(last, position) >= 0);
       },
     });
     await this.subscriber.start();
@@ -81,20 +77,7 @@ export class NodeIndexes {
   waitFor(position: Position, timeoutMs: number): Promise<void> {
     const at = this.position;
     if (at && comparePositions(at, position) >= 0) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const waiter = {
-        position,
-        resolve: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-      };
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== waiter);
-        reject(new UnavailableError('The change is stored but this node has not caught up with it in time; read it again shortly'));
-      }, timeoutMs);
-      this.waiters.push(waiter);
-    });
+    return this.waiters.wait(position, timeoutMs);
   }
 }
 

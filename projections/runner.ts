@@ -4,7 +4,7 @@ import type { EventStore } from '../domain/eventstore/port.js';
 import { CheckpointedSubscriber, loadCheckpoint } from '../domain/eventstore/subscriber.js';
 import { notifyCheckpoint, type Leases } from '../domain/eventstore/leases.js';
 import { comparePositions, type Position, type RecordedEvent } from '../domain/shared/events.js';
-import { UnavailableError } from '../domain/shared/errors.js';
+import { PositionWaiters } from '../domain/eventstore/waiters.js';
 import type { Database } from './database.js';
 
 /**
@@ -32,11 +32,6 @@ export interface Projection {
    * that must never run ahead of them nor lag behind a write's answer.
    */
   committed?(batch: RecordedEvent[]): void;
-}
-
-interface Waiter {
-  position: Position;
-  resolve: () => void;
 }
 
 /**
@@ -77,7 +72,7 @@ const POLL_MS = 250;
  * Writers wait here for their events to reach the read models.
  */
 export class ProjectionRunner {
-  private waiters: Waiter[] = [];
+  private readonly waiters = new PositionWaiters('The change is stored but the read models did not catch up in time; read it again shortly');
   /** Its follower of the event log (its lag is measured from it). */
   readonly subscriber: CheckpointedSubscriber<Database>;
 
@@ -128,12 +123,7 @@ export class ProjectionRunner {
   }
 
   private settle(): void {
-    if (this.waiters.length === 0) return;
-    const ready = this.waiters.filter((w) => this.modelsReached(w.position));
-    if (ready.length) {
-      this.waiters = this.waiters.filter((w) => !ready.includes(w));
-      for (const w of ready) w.resolve();
-    }
+    this.waiters.settle((position) => this.modelsReached(position));
   }
 
   /** The read models' checkpoint: what this node applied, or what the leader notified, whichever is further. */
@@ -156,7 +146,7 @@ export class ProjectionRunner {
 
   /** While writers wait on a node that does not lead: reads the leader's checkpoint, in case a notification was lost. */
   private polling(): void {
-    if (!this.cluster || this.poll || this.waiters.length === 0) return;
+    if (!this.cluster || this.poll || this.waiters.size === 0) return;
     this.poll = setTimeout(async () => {
       try {
         const at = await loadCheckpoint(this.db, this.name);
@@ -219,20 +209,7 @@ export class ProjectionRunner {
 
   private waitForModels(position: Position, timeoutMs: number): Promise<void> {
     if (this.modelsReached(position)) return Promise.resolve();
-    const promise = new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = {
-        position,
-        resolve: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-      };
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== waiter);
-        reject(new UnavailableError('The change is stored but the read models did not catch up in time; read it again shortly'));
-      }, timeoutMs);
-      this.waiters.push(waiter);
-    });
+    const promise = this.waiters.wait(position, timeoutMs);
     this.polling();
     return promise;
   }
