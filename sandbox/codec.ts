@@ -11,6 +11,7 @@
  */
 import { TranslatorError } from './errors.js';
 import { storableText } from './result.js';
+import { isRecord } from './values.js';
 
 /** Messages kept from a codec's `errors` or `warnings`, and their length. */
 export const MAX_CODEC_MESSAGES = 20;
@@ -34,8 +35,6 @@ export interface DownlinkRequest {
   data: Record<string, unknown>;
   fPort?: number;
 }
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function show(value: unknown): string {
   if (value === null) return 'null';

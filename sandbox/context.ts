@@ -38,6 +38,7 @@ import {
 } from './harness.js';
 import { preludeSource } from './prelude.js';
 import { storableText, type NonFinite } from './result.js';
+import { isRecord } from './values.js';
 
 /** Heap a translator may use, as the platform's limits promise. */
 export const MEMORY_LIMIT_BYTES = 16 * 1024 * 1024;
@@ -134,10 +135,6 @@ function classify(thrown: ThrownError, timedOut: boolean, logs: string[], timeou
   }
   const message = `${thrown.name}: ${thrown.message}`.slice(0, 2000);
   return new TranslatorError('runtime', `${message}${at(location)}`, { ...location, logs });
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function asThrown(value: unknown): ThrownError {

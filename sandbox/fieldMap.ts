@@ -19,6 +19,7 @@
 import { TranslatorError } from './errors.js';
 import { MAX_RESULT_DEPTH, textProblem } from './result.js';
 import { MAX_SPEC_FIELDS, UNITS, declaredType, fieldNameProblem, type SpecIssue, type TranslatorSpec } from './spec.js';
+import { isRecord, show } from './values.js';
 
 export interface FieldMapEntry {
   /** The canonical field name, declared in the spec. */
@@ -98,7 +99,6 @@ export function formatPath(segments: readonly Segment[]): string {
 }
 
 const where = (path: string) => `fieldMap[${JSON.stringify(path)}]`;
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Every problem with a field map, against the spec it maps into. `reserved`
@@ -193,14 +193,6 @@ export type FieldMapper = (data: Record<string, unknown>) => Mapped;
 function converted(value: number, target: Target): number {
   const out = value * target.scale + target.offset;
   return Number.isInteger(out) || !Number.isFinite(out) ? out : Number.parseFloat(out.toPrecision(15));
-}
-
-function show(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string') return `string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
-  if (typeof value === 'object') return 'an object';
-  return `${typeof value} ${String(value)}`;
 }
 
 const violation = (message: string, key: string) => new TranslatorError('spec', message, { key });

@@ -5,6 +5,7 @@
  */
 import { TranslatorError } from './errors.js';
 import { declaredType, type FieldType, type TranslatorSpec } from './spec.js';
+import { isRecord, show } from './values.js';
 
 /**
  * One sub-device update emitted by a gateway decoder.
@@ -46,18 +47,6 @@ class Violation {
     readonly message: string,
     readonly key?: string,
   ) {}
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function show(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string') return `string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
-  if (typeof value === 'object') return 'an object';
-  return `${typeof value} ${String(value)}`;
 }
 
 // Date-only, or date and time with an explicit offset: a time without one is

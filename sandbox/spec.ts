@@ -3,6 +3,8 @@
  * descriptor. `checkSpec` guards uploads; `result.ts` checks values against it.
  */
 
+import { isRecord } from './values.js';
+
 export const FIELD_TYPES = ['string', 'number', 'boolean', 'date', 'object', 'array', 'geoJsonPoint'] as const;
 export type FieldType = (typeof FIELD_TYPES)[number];
 
@@ -73,10 +75,6 @@ const unitSet: ReadonlySet<string> = new Set(UNITS);
 
 export function isFieldType(value: unknown): value is FieldType {
   return typeof value === 'string' && typeSet.has(value);
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export function fieldNameProblem(name: string): string | undefined {
