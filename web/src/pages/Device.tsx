@@ -11,6 +11,7 @@ import { DeviceChart } from '../widgets/charts';
 import { SchemaForm, apiErrors } from '../forms/SchemaForm';
 import type { IntegrationInfo } from '../forms/adapt';
 import type { ErrorSchema } from '@rjsf/utils';
+import { LogTable, type LogEntry } from '../components/LogTable';
 
 const INTERNAL = new Set(['_id', 'rabbitRouting', 'translatorPreferences']);
 const ShareDialog = lazy(() => import('./Share'));
@@ -313,15 +314,6 @@ function Command({ deviceId, connectorId, doc, onSent }: { deviceId: string; con
   );
 }
 
-interface LogEntry {
-  _id: string;
-  type: string;
-  priority: string;
-  category: string;
-  message: string;
-  time: string;
-}
-
 function DeviceLogs({ deviceId }: { deviceId: string }) {
   const [logs, setLogs] = useState<LogEntry[] | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -332,29 +324,7 @@ function DeviceLogs({ deviceId }: { deviceId: string }) {
     <div className="card">
       <h2>Logs</h2>
       <ErrorText>{error}</ErrorText>
-      {logs?.length === 0 && <p className="muted">No entries.</p>}
-      {logs && logs.length > 0 && (
-        <table className="table small">
-          <thead>
-            <tr>
-              <th scope="col">Time</th>
-              <th scope="col">Type</th>
-              <th scope="col">Message</th>
-            </tr>
-          </thead>
-          <tbody>
-            {logs.map((l) => (
-              <tr key={l._id}>
-                <td>{new Date(l.time).toLocaleString()}</td>
-                <td>
-                  {l.type} · {l.priority} · {l.category}
-                </td>
-                <td>{l.message}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      {logs && <LogTable logs={logs} />}
     </div>
   );
 }

@@ -4,6 +4,7 @@ import { api, ApiError, call, describe, get } from '../lib/api';
 import { ErrorText, Loading } from '../components/ui';
 import { useImage, useReady, type WidgetProps } from './common';
 import { logsQuery } from '../lib/logs';
+import { LogTable, type LogEntry } from '../components/LogTable';
 
 /** Buttons that run a rule through its button trigger (`POST /api/rules-v2/{id}/execute`). */
 export function CommandButtons({ settings: s }: WidgetProps<{ buttons: { ruleV2Id: string; triggerNodeId: string; label: string; icon?: string; color?: string; iconOnly?: boolean; textAlign?: 'left' | 'center' | 'right' }[] }>) {
@@ -107,17 +108,6 @@ export function ResourceCount({ settings: s }: WidgetProps<{ resource: string }>
   );
 }
 
-interface LogEntry {
-  _id: string;
-  resourceId: string;
-  resourceType: string;
-  type: string;
-  priority: string;
-  category: string;
-  message: string;
-  time: string;
-}
-
 /** The latest filtered log entries, read again every 10 s. */
 export function Logs({ settings: s }: WidgetProps<{ resourceType?: string; type?: string[]; priority?: string[]; category?: string; timeRange?: { start: { amount: number; unit: string } }; title?: string }>) {
   const [logs, setLogs] = useState<LogEntry[] | null>(null);
@@ -142,29 +132,7 @@ export function Logs({ settings: s }: WidgetProps<{ resourceType?: string; type?
     <div className="w-fill scroll">
       <div className="w-title">{s.title || 'Logs'}</div>
       <ErrorText>{error}</ErrorText>
-      {logs && logs.length === 0 && <p className="muted">No entries.</p>}
-      {logs && logs.length > 0 && (
-        <table className="table small">
-          <thead>
-            <tr>
-              <th scope="col">Time</th>
-              <th scope="col">Type</th>
-              <th scope="col">Message</th>
-            </tr>
-          </thead>
-          <tbody>
-            {logs.map((l) => (
-              <tr key={l._id} className={`log-${l.type}`}>
-                <td>{new Date(l.time).toLocaleString()}</td>
-                <td>
-                  {l.type} · {l.priority} · {l.category}
-                </td>
-                <td>{l.message}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      {logs && <LogTable logs={logs} tinted />}
     </div>
   );
 }
