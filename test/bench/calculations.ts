@@ -20,9 +20,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import mqtt, { type MqttClient } from 'mqtt';
 import { startPrivateCluster } from '../../migrations/cluster.js';
-import { startPlatformProcess } from './processes.js';
+import { connectMqtt, startPlatformProcess } from './processes.js';
 import { createCalculationLoad, deleteCalculationLoad } from './calculationLoad.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -31,12 +30,7 @@ const CONNECTIONS = 10;
 const DEVICES = Number(process.env.BENCH_DEVICES ?? 1000);
 const CALCULATIONS = 100;
 
-const connectClient = (port: number, options: mqtt.IClientOptions) =>
-  new Promise<MqttClient>((resolve, reject) => {
-    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { reconnectPeriod: 0, protocolVersion: 4, ...options });
-    c.once('connect', () => resolve(c));
-    c.once('error', reject);
-  });
+const connectClient = connectMqtt;
 
 /** Publishes for SECONDS; answers acknowledged reports per second and how many were acknowledged. */
 async function round(port: number, publishers: { username: string; password: string; topics: string[] }[]): Promise<{ perSecond: number; acked: number }> {

@@ -19,23 +19,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import mqtt, { type MqttClient } from 'mqtt';
+import type { MqttClient } from 'mqtt';
 import pgDriver from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { RedisServer } from '../support/redis.js';
 import { PlatformNode } from '../support/nodes.js';
+import { connectMqtt } from './processes.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
 const CONNECTIONS = 10;
 const DEVICES = 200;
 const WINDOW = Number(process.env.BENCH_WINDOW ?? 24);
 
-const connect = (port: number, options: mqtt.IClientOptions) =>
-  new Promise<MqttClient>((resolve, reject) => {
-    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { reconnectPeriod: 0, protocolVersion: 4, ...options });
-    c.once('connect', () => resolve(c));
-    c.once('error', reject);
-  });
+const connect = connectMqtt;
 
 interface Figures {
   deliveredPerSecond: number;

@@ -20,12 +20,12 @@
  *   its run. `BENCH_METRICS_ROUNDS=0` skips them.
  */
 import type { ChildProcess } from 'node:child_process';
-import { spawnProcess, startPlatformProcess } from './processes.js';
+import { connectMqtt, spawnProcess, startPlatformProcess } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
-import mqtt, { type MqttClient } from 'mqtt';
+import type { MqttClient } from 'mqtt';
 import pg from 'pg';
 import { Aedes } from 'aedes';
 import { startPrivateCluster } from '../../migrations/cluster.js';
@@ -38,12 +38,7 @@ const METRICS_ROUNDS = Number(process.env.BENCH_METRICS_ROUNDS ?? 2);
 const SCRAPE_MS = Number(process.env.BENCH_SCRAPE_MS ?? 1000);
 const METRICS_TOKEN = 'bench-metrics-token-0123456789';
 
-const connectClient = (port: number, options: mqtt.IClientOptions) =>
-  new Promise<MqttClient>((resolve, reject) => {
-    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { reconnectPeriod: 0, protocolVersion: 4, ...options });
-    c.once('connect', () => resolve(c));
-    c.once('error', reject);
-  });
+const connectClient = connectMqtt;
 
 interface RunResult {
   acceptedPerSecond: number;

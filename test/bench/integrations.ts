@@ -23,11 +23,10 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import mqtt, { type MqttClient } from 'mqtt';
 import { Agent, request } from 'node:http';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { climateHex, climateSensor } from '../sandbox/fixtures.js';
-import { startPlatformProcess, type PlatformProcess } from './processes.js';
+import { connectMqtt, startPlatformProcess, type PlatformProcess } from './processes.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = 2;
@@ -38,12 +37,7 @@ const CONNECTIONS = 4;
 const frames = Array.from({ length: 64 }, (_u, i) => Buffer.from(climateHex(15 + i / 8, 30 + i / 2, 2900 + i), 'hex'));
 const euiOf = (i: number) => `70b3d57ed005${i.toString(16).padStart(4, '0')}`;
 
-const connect = (port: number, username: string, password: string) =>
-  new Promise<MqttClient>((resolve, reject) => {
-    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { username, password, reconnectPeriod: 0, protocolVersion: 4 });
-    c.once('connect', () => resolve(c));
-    c.once('error', reject);
-  });
+const connect = (port: number, username: string, password: string) => connectMqtt(port, { username, password });
 
 interface Phase {
   acceptedPerSecond: number;

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import mqtt, { type MqttClient } from 'mqtt';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 
@@ -84,4 +85,13 @@ export async function startPlatformProcess(databaseUrl: string, dataDir: string,
     await exited;
   };
   return { child, ports, token, call, stop };
+}
+
+/** An MQTT 3.1.1 client on the loopback port, connected (no reconnecting: a benchmark counts what a drop costs). */
+export function connectMqtt(port: number, options: mqtt.IClientOptions = {}): Promise<MqttClient> {
+  return new Promise((resolve, reject) => {
+    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { reconnectPeriod: 0, protocolVersion: 4, ...options });
+    c.once('connect', () => resolve(c));
+    c.once('error', reject);
+  });
 }

@@ -35,10 +35,10 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import mqtt, { type MqttClient } from 'mqtt';
+import type { MqttClient } from 'mqtt';
 import pg from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
-import { startPlatformProcess, type PlatformProcess } from './processes.js';
+import { connectMqtt, startPlatformProcess, type PlatformProcess } from './processes.js';
 import { createCalculationLoad, deleteCalculationLoad } from './calculationLoad.js';
 
 const SECONDS = Number(process.env.BENCH_RULES_SECONDS ?? 8);
@@ -116,12 +116,7 @@ const chosen = process.env.BENCH_LOADS?.split(',');
 const LOADS = chosen ? ALL_LOADS.filter((l) => chosen.includes(l.name)) : ALL_LOADS;
 if (LOADS.length === 0) throw new Error(`BENCH_LOADS names none of ${ALL_LOADS.map((l) => l.name).join(', ')}`);
 
-const connect = (port: number, username: string, password: string) =>
-  new Promise<MqttClient>((resolve, reject) => {
-    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { username, password, reconnectPeriod: 0, protocolVersion: 4 });
-    c.once('connect', () => resolve(c));
-    c.once('error', reject);
-  });
+const connect = (port: number, username: string, password: string) => connectMqtt(port, { username, password });
 
 const reports = Array.from({ length: 100 }, (_r, i) => JSON.stringify({ temperature: i }));
 

@@ -27,8 +27,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import mqtt, { type MqttClient } from 'mqtt';
-import { startPlatformProcess } from './processes.js';
+import { connectMqtt, startPlatformProcess } from './processes.js';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 
 const MINUTES = Number(process.env.SOAK_MINUTES ?? 20);
@@ -41,12 +40,7 @@ const TICK_MS = 50;
 const METRICS_TOKEN = 'soak-metrics-token-0123456789';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const connectClient = (port: number, options: mqtt.IClientOptions) =>
-  new Promise<MqttClient>((resolve, reject) => {
-    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { reconnectPeriod: 0, protocolVersion: 4, ...options });
-    c.once('connect', () => resolve(c));
-    c.once('error', reject);
-  });
+const connectClient = connectMqtt;
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;

@@ -23,11 +23,11 @@
  *   machine hits each variant alike; each variant reports its mean.
  */
 import type { ChildProcess } from 'node:child_process';
-import { startPlatformProcess } from './processes.js';
+import { connectMqtt, startPlatformProcess } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import mqtt, { type MqttClient } from 'mqtt';
+import type { MqttClient } from 'mqtt';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { climateHex, climateSensor, dailyTemperature } from '../sandbox/fixtures.js';
 import { elsysErsCo2 } from '../translators/codecs/index.js';
@@ -56,12 +56,7 @@ export interface IngestFigures {
   decodedSample: Record<string, unknown>;
 }
 
-const connect = (port: number, username: string, password: string) =>
-  new Promise<MqttClient>((resolve, reject) => {
-    const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, { username, password, reconnectPeriod: 0, protocolVersion: 4 });
-    c.once('connect', () => resolve(c));
-    c.once('error', reject);
-  });
+const connect = (port: number, username: string, password: string) => connectMqtt(port, { username, password });
 
 const climateUplinks = Array.from({ length: 64 }, (_u, i) => JSON.stringify({ encodedData: { hexEncoded: climateHex(15 + i / 8, 30 + i / 2, 2900 + i), port: 1 } }));
 /** Elsys frames: temperature, humidity, light, motion, CO2 and supply voltage, values varying. */
