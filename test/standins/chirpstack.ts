@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import { HttpStandIn } from './server.js';
 
 /**
  * A stand-in for ChirpStack v4, the parts the platform uses, as ChirpStack
@@ -29,11 +29,10 @@ export interface QueueItem {
   fCntDown: number;
 }
 
-export class ChirpStackStandIn {
+export class ChirpStackStandIn extends HttpStandIn<'failing'> {
   readonly requests: { method: string; path: string; headers: IncomingMessage['headers']; body: unknown }[] = [];
   readonly queues = new Map<string, QueueItem[]>();
   /** `up`: answering; `down`: every request is refused at the socket; `failing`: 503. */
-  mode: 'up' | 'down' | 'failing' = 'up';
   /**
    * Holding requests without an answer, as a stalled server does: `before`
    * doing anything, or `after` doing what the request asked (the answer lost
@@ -41,10 +40,8 @@ export class ChirpStackStandIn {
    */
   hold: 'none' | 'before' | 'after' = 'none';
   held = 0;
-  private server: Server;
   private fCntDown = 0;
   private fCntUp = new Map<string, number>();
-  url = '';
   /** Where the HTTP integration posts events, and the headers it adds. */
   integration: { url: string; headers: Record<string, string> } | null = null;
 
@@ -53,26 +50,10 @@ export class ChirpStackStandIn {
     /** The devices ChirpStack knows; a queue call for any other DevEUI is 404. */
     readonly devices: Set<string>,
   ) {
-    this.server = createServer((req, res) => void this.serve(req, res));
+    super();
   }
 
-  async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', () => resolve()));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    this.server.on('connection', (socket) => {
-      if (this.mode === 'down') socket.destroy();
-    });
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-
-  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    // Down: a kept-alive connection dies as a new one would.
-    if (this.mode === 'down') return void req.socket.destroy();
+  protected async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let raw = '';
     for await (const chunk of req) raw += chunk;
     const body = raw ? JSON.parse(raw) : null;

@@ -1,5 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpStandIn } from './server.js';
 
 /**
  * A stand-in for a LORIOT network server, the parts the platform uses, as
@@ -42,13 +42,10 @@ interface LoriotDevice {
   queue: LoriotItem[];
 }
 
-export class LoriotStandIn {
+export class LoriotStandIn extends HttpStandIn<'failing'> {
   readonly requests: { method: string; path: string; headers: IncomingMessage['headers']; body: unknown }[] = [];
   readonly devices = new Map<string, LoriotDevice>();
   /** `up`: answering; `down`: every connection is dropped; `failing`: 503. */
-  mode: 'up' | 'down' | 'failing' = 'up';
-  private server: Server;
-  url = '';
   /** The HTTP Push output: where it posts, and its custom Authorization header. */
   output: { url: string; authorization: string } | null = null;
 
@@ -58,30 +55,15 @@ export class LoriotStandIn {
     /** The application's devices, by EUI (upper case, as LORIOT writes them). */
     euis: string[],
   ) {
+    super();
     for (const eui of euis) this.devices.set(eui.toUpperCase(), { seqno: 100, fcnt: 0, seqdn: 0, seqq: 0, queue: [] });
-    this.server = createServer((req, res) => void this.serve(req, res));
-  }
-
-  async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', () => resolve()));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    this.server.on('connection', (socket) => {
-      if (this.mode === 'down') socket.destroy();
-    });
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
   queueOf(eui: string): LoriotItem[] {
     return this.devices.get(eui.toUpperCase())?.queue ?? [];
   }
 
-  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (this.mode === 'down') return void req.socket.destroy();
+  protected async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let raw = '';
     for await (const chunk of req) raw += chunk;
     let body: unknown = null;

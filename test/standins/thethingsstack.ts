@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import { HttpStandIn } from './server.js';
 
 /**
  * A stand-in for The Things Stack v3, the parts the platform uses, as The
@@ -62,7 +62,7 @@ const ulid = () => {
   return out;
 };
 
-export class TheThingsStackStandIn {
+export class TheThingsStackStandIn extends HttpStandIn<'failing' | 'lost'> {
   readonly requests: { method: string; path: string; headers: IncomingMessage['headers']; body: unknown; raw: string }[] = [];
   /** Each device's queue, by device id. */
   readonly queues = new Map<string, Downlink[]>();
@@ -73,14 +73,11 @@ export class TheThingsStackStandIn {
    * read; `failing`: 503 from the cluster; `lost`: a push is taken and queued,
    * then the connection is cut before the answer (a proxy's time-out).
    */
-  mode: 'up' | 'down' | 'failing' | 'lost' = 'up';
   paused = false;
   /** What the platform answered to each webhook message. */
   readonly deliveries: { message: string; status: number; text: string }[] = [];
   /** The webhook: its base URL and the headers it is configured to add. */
   webhook: { url: string; headers: Record<string, string> } | null = null;
-  url = '';
-  private server: Server;
   private fCntUp = new Map<string, number>();
   private fCntDown = new Map<string, number>();
   private readonly sessionKeyId = randomBytes(16).toString('base64');
@@ -92,22 +89,8 @@ export class TheThingsStackStandIn {
     /** The devices The Things Stack knows, by device id; a queue operation for any other is 404. */
     readonly devices: Map<string, DeviceEntry>,
   ) {
+    super();
     this.keys.set(apiKey, new Set([DOWN_WRITE, TRAFFIC_READ]));
-    this.server = createServer((req, res) => void this.serve(req, res));
-  }
-
-  async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', () => resolve()));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    this.server.on('connection', (socket) => {
-      if (this.mode === 'down') socket.destroy();
-    });
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
   private error(res: ServerResponse, code: number, namespace: string, name: string, messageFormat: string, attributes: Record<string, unknown> = {}) {
@@ -117,8 +100,7 @@ export class TheThingsStackStandIn {
     res.end(JSON.stringify({ code, message: `error:${namespace}:${name} (${text})`, details: [details] }, null, '\t'));
   }
 
-  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (this.mode === 'down') return void req.socket.destroy();
+  protected async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let raw = '';
     for await (const chunk of req) raw += chunk;
     let body: unknown = null;

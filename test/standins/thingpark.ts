@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import { HttpStandIn } from './server.js';
 
 /**
  * A stand-in for Actility ThingPark, the parts the platform uses, as
@@ -31,16 +31,13 @@ export interface ThingParkItem {
   confirmed: boolean;
 }
 
-export class ThingParkStandIn {
+export class ThingParkStandIn extends HttpStandIn<'failing'> {
   readonly requests: { method: string; path: string; query: URLSearchParams; headers: IncomingMessage['headers']; body: unknown; raw: string }[] = [];
   readonly queues = new Map<string, ThingParkItem[]>();
   private readonly tokens = new Set<string>();
   /** `up`: answering; `down`: every connection is dropped; `failing`: 503. */
-  mode: 'up' | 'down' | 'failing' = 'up';
-  private server: Server;
   private fCntUp = 0;
   private fCntDn = 0;
-  url = '';
   /** The application server route: where the LRC posts, and the Authorization header it adds. */
   route: { url: string; authorization: string } | null = null;
 
@@ -52,22 +49,8 @@ export class ThingParkStandIn {
     /** The lifetime of the tokens it issues, in seconds. */
     readonly expiresIn = 92762,
   ) {
+    super();
     for (const eui of euis) this.queues.set(eui.toUpperCase(), []);
-    this.server = createServer((req, res) => void this.serve(req, res));
-  }
-
-  async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', () => resolve()));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    this.server.on('connection', (socket) => {
-      if (this.mode === 'down') socket.destroy();
-    });
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
   queueOf(eui: string): ThingParkItem[] {
@@ -79,8 +62,7 @@ export class ThingParkStandIn {
     this.tokens.clear();
   }
 
-  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (this.mode === 'down') return void req.socket.destroy();
+  protected async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let raw = '';
     for await (const chunk of req) raw += chunk;
     const url = new URL(req.url!, 'http://x');
