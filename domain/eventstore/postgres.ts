@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { ConcurrencyError } from '../shared/errors.js';
 import type { NewEvent, Position, RecordedEvent } from '../shared/events.js';
+import { RecentEvents } from './recent.js';
 import type { AppendResult, EventFilter, EventStore, ExpectedRevision, ReadAllOptions, SubscribeOptions, Subscription } from './port.js';
 
 /**
@@ -19,6 +20,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
   // Wakes local subscribers as soon as an append commits; polling covers other processes.
   const appended = new EventEmitter();
   appended.setMaxListeners(0);
+  const recent = new RecentEvents((after, limit) => readAll({ after, limit }));
 
   async function append(streamId: string, events: NewEvent[], expected: ExpectedRevision): Promise<AppendResult> {
     if (events.length === 0) throw new Error('append needs at least one event');
@@ -45,6 +47,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
       throw await conflict(streamId, expected);
     }
     const last = rows[0]!;
+    recent.appended();
     appended.emit('append');
     return { nextRevision: Number(last.revision), position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) } };
   }
@@ -67,6 +70,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
        ORDER BY e.p`,
       [JSON.stringify(streams.map((a) => ({ stream_id: a.streamId, n: a.events.length }))), JSON.stringify(events)],
     );
+    recent.appended();
     appended.emit('append');
   }
 
@@ -176,7 +180,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
       while (!stopped) {
         try {
           dirty = false;
-          const batch = await readAll({ after: position, limit: options.batchSize ?? 500 });
+          const batch = await recent.next(position, options.batchSize ?? 500);
           if (batch.length === 0) {
             await sleep(pollMs, true);
             continue;

@@ -1,0 +1,100 @@
+import { comparePositions, type Position, type RecordedEvent } from '../shared/events.js';
+
+/** `null` (before the first event) sorts below every position. */
+const compare = (a: Position | null, b: Position | null): number => (a === null ? (b === null ? 0 : -1) : b === null ? 1 : comparePositions(a, b));
+
+/**
+ * The recent part of the store's global order, read once for every
+ * subscriber of the process. The projection runner and each reactor follow
+ * the same log a few milliseconds apart; reading it once and handing every
+ * one of them its batch from memory spares the database (and this process)
+ * a read and a decode of each event per subscriber.
+ *
+ * The window holds every event after `from` up to its last one, with no gap:
+ * it only grows by reading after its own end, and the store's reads never
+ * return an event that a later commit could precede. A subscriber inside the
+ * window is served from it; one at its end makes it read on (one read at a
+ * time, shared by whoever waits); one behind it (catching up from far back)
+ * reads the store itself until it reaches the window. The window keeps at
+ * most `cap` events, dropping the oldest.
+ *
+ * The events are shared: a handler must not change them. They are frozen
+ * (shallowly) so an attempt fails loudly instead of reaching the others.
+ */
+export class RecentEvents {
+  /** Every event after this and up to the last in `events` is held; `undefined` until the first read. */
+  private from: Position | null | undefined = undefined;
+  private events: RecordedEvent[] = [];
+  private reading: Promise<void> | null = null;
+  /** Appends made through this process so far, and how many of them the last read started after. */
+  private appends = 0;
+  private readFrom = 0;
+
+  constructor(
+    private readonly read: (after: Position | null, limit: number) => Promise<RecordedEvent[]>,
+    private readonly cap = 20_000,
+    private readonly chunk = 1_000,
+  ) {}
+
+  /** Up to `limit` events after `after`, in global order; empty when there is none yet. */
+  async next(after: Position | null, limit: number): Promise<RecordedEvent[]> {
+    if (this.from === undefined) this.from = after;
+    if (compare(after, this.from!) < 0) return this.read(after, limit);
+    if (compare(after, this.end) >= 0) {
+      // Ahead of an empty window (it started at an older subscriber that has not read yet): start it here instead.
+      if (this.events.length === 0 && compare(after, this.from!) > 0) this.from = after;
+      // A read already under way may have started before the append that woke this caller: then read once more.
+      const seen = this.appends;
+      await this.readOn();
+      if (this.readFrom < seen && compare(after, this.end) >= 0) await this.readOn();
+      if (compare(after, this.from!) < 0) return this.read(after, limit);
+      if (compare(after, this.end) > 0) return this.read(after, limit);
+    }
+    return this.slice(after, limit);
+  }
+
+  /** An append through this process committed: reads started before it may miss it. */
+  appended(): void {
+    this.appends++;
+  }
+
+  /** The position of the last event held (or where the window starts, when it holds none). */
+  private get end(): Position | null {
+    return this.events.length ? this.events[this.events.length - 1]!.position : this.from!;
+  }
+
+  private slice(after: Position | null, limit: number): RecordedEvent[] {
+    // The first event past `after`, by bisection: subscribers usually ask from an event of the window.
+    let lo = 0;
+    let hi = this.events.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compare(this.events[mid]!.position, after) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.events.slice(lo, lo + limit);
+  }
+
+  private readOn(): Promise<void> {
+    this.reading ??= (async () => {
+      const from = this.appends;
+      try {
+        const fresh = await this.read(this.end, this.chunk);
+        for (const event of fresh) {
+          Object.freeze(event.data);
+          Object.freeze(event.metadata);
+          this.events.push(Object.freeze(event));
+        }
+        this.readFrom = from;
+        const excess = this.events.length - this.cap;
+        if (excess > 0) {
+          this.from = this.events[excess - 1]!.position;
+          this.events = this.events.slice(excess);
+        }
+      } finally {
+        this.reading = null;
+      }
+    })();
+    return this.reading;
+  }
+}
