@@ -20,7 +20,7 @@
  *   its run. `BENCH_METRICS_ROUNDS=0` skips them.
  */
 import type { ChildProcess } from 'node:child_process';
-import { connectMqtt, spawnProcess, startPlatformProcess } from './processes.js';
+import { connectMqtt, cpuMeter, spawnProcess, startPlatformProcess, type CpuPerMessage } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,10 +49,12 @@ interface RunResult {
   acked: number;
   delivered: number;
   lost: number;
+  /** CPU time per delivered message, from the first publish until everything was delivered. */
+  cpu: CpuPerMessage;
 }
 
 /** Publishes for SECONDS from CONNECTIONS publishers, counting acks and what the consumer receives. */
-async function run(port: number, publishers: { username?: string; password?: string; topics: string[] }[], consumer: MqttClient, seqOf: (topic: string, payload: Buffer) => { key: string; t: number } | null): Promise<RunResult> {
+async function run(cpu: { serverPid: number; postgresDataDir?: string }, port: number, publishers: { username?: string; password?: string; topics: string[] }[], consumer: MqttClient, seqOf: (topic: string, payload: Buffer) => { key: string; t: number } | null): Promise<RunResult> {
   const sentAt = new Map<string, number>();
   const acked = new Set<string>();
   const delivered = new Set<string>();
@@ -69,6 +71,7 @@ async function run(port: number, publishers: { username?: string; password?: str
     latencies.push(lastDelivery - (sentAt.get(m.key) ?? m.t));
   });
   const clients = await Promise.all(publishers.map((p, i) => connectClient(port, { username: p.username, password: p.password, clientId: `bench-pub-${i}` })));
+  const meter = cpuMeter(cpu.serverPid, cpu.postgresDataDir);
   const started = Date.now();
   const until = started + SECONDS * 1000;
   let seq = 0;
@@ -96,6 +99,7 @@ async function run(port: number, publishers: { username?: string; password?: str
   const drainUntil = Date.now() + 15_000;
   while (Date.now() < drainUntil && [...acked].some((k) => !delivered.has(k))) await new Promise((r) => setTimeout(r, 100));
   measuring = false;
+  const cpuPerMessage = meter.per(delivered.size);
   // Delivered throughput: everything delivered, over the time from the first publish to the last delivery.
   const deliveredElapsed = (lastDelivery - started) / 1000;
   await Promise.all(clients.map((c) => c.endAsync()));
@@ -111,6 +115,7 @@ async function run(port: number, publishers: { username?: string; password?: str
     acked: acked.size,
     delivered: delivered.size,
     lost,
+    cpu: cpuPerMessage,
   };
 }
 
@@ -150,7 +155,7 @@ async function main(): Promise<void> {
     await call('POST', '/api/channels', { deviceGroup: group._id, mqtt: { type: 'basicCredentialsSet', recipient: consumerSet._id } });
     const consumer = await connectClient(platform.ports.mqtt!, { username: 'bench-consumer', password: 'bench-consumer-password' });
     await consumer.subscribeAsync(`svc/output/v2/${consumerSet._id}/#`, { qos: 1 });
-    const ingest = await run(platform.ports.mqtt!, publishers, consumer, (_topic, payload) => {
+    const ingest = await run({ serverPid: platform.child.pid!, postgresDataDir: join(dir, 'pg') }, platform.ports.mqtt!, publishers, consumer, (_topic, payload) => {
       const m = JSON.parse(payload.toString()) as { diff: { seq?: string; t?: number } };
       return m.diff.seq ? { key: m.diff.seq, t: m.diff.t ?? 0 } : null;
     });
@@ -186,7 +191,7 @@ async function main(): Promise<void> {
           await new Promise((r) => setTimeout(r, SCRAPE_MS));
         }
       })();
-      const result = await run(p.ports.mqtt!, publishers, c, (_topic, payload) => {
+      const result = await run({ serverPid: p.child.pid!, postgresDataDir: join(dir, 'pg') }, p.ports.mqtt!, publishers, c, (_topic, payload) => {
         const m = JSON.parse(payload.toString()) as { diff: { seq?: string; t?: number } };
         return m.diff.seq ? { key: m.diff.seq, t: m.diff.t ?? 0 } : null;
       });
@@ -209,7 +214,7 @@ async function main(): Promise<void> {
     children.push(plain.child);
     const plainConsumer = await connectClient(plain.ports.mqtt!, {});
     await plainConsumer.subscribeAsync('svc/generic/v2/bench/#', { qos: 1 });
-    const baseline = await run(plain.ports.mqtt!, publishers.map((p) => ({ topics: p.topics })), plainConsumer, (_topic, payload) => {
+    const baseline = await run({ serverPid: plain.child.pid! }, plain.ports.mqtt!, publishers.map((p) => ({ topics: p.topics })), plainConsumer, (_topic, payload) => {
       const m = JSON.parse(payload.toString()) as { seq: string; t: number };
       return { key: m.seq, t: m.t };
     });
@@ -231,7 +236,8 @@ async function main(): Promise<void> {
           lost: ingest.lost,
           acked: ingest.acked,
           delivered: ingest.delivered,
-          baseline: { broker: 'plain aedes, no ingest', acceptedPerSecond: baseline.acceptedPerSecond, deliveredPerSecond: baseline.deliveredPerSecond, p50LatencyMs: baseline.p50Ms, p99LatencyMs: baseline.p99Ms, lost: baseline.lost },
+          cpuMicrosPerMessage: ingest.cpu,
+          baseline: { broker: 'plain aedes, no ingest', acceptedPerSecond: baseline.acceptedPerSecond, deliveredPerSecond: baseline.deliveredPerSecond, p50LatencyMs: baseline.p50Ms, p99LatencyMs: baseline.p99Ms, lost: baseline.lost, cpuMicrosPerMessage: baseline.cpu },
           ratioToBaseline: baseline.deliveredPerSecond ? Number((ingest.deliveredPerSecond / baseline.deliveredPerSecond).toFixed(3)) : null,
           metrics: rounds.length
             ? {

@@ -20,13 +20,13 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'node:http';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { climateHex, climateSensor } from '../sandbox/fixtures.js';
-import { connectMqtt, startPlatformProcess, type PlatformProcess } from './processes.js';
+import { connectMqtt, cpuMicros, startPlatformProcess, type PlatformProcess } from './processes.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = 2;
@@ -45,12 +45,6 @@ interface Phase {
   lost: number;
   /** CPU time the platform process spent per accepted message (user + system), in microseconds. */
   platformCpuMicrosPerMessage: number;
-}
-
-/** User + system CPU time of a process so far, in microseconds (Linux `/proc/<pid>/stat`, 100 ticks a second). */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
 async function main() {

@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -94,4 +96,60 @@ export function connectMqtt(port: number, options: mqtt.IClientOptions = {}): Pr
     c.once('connect', () => resolve(c));
     c.once('error', reject);
   });
+}
+
+/** Fields of `/proc/<pid>/stat` after the command name: [0] is the state, [1] the parent, [11..14] utime, stime, cutime, cstime. */
+function stat(pid: number): string[] | null {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  } catch {
+    return null;
+  }
+}
+
+/** User + system CPU time of a process so far, in microseconds (Linux, 100 ticks a second). */
+export function cpuMicros(pid: number): number {
+  const f = stat(pid);
+  return f ? (Number(f[11]) + Number(f[12])) * 10_000 : 0;
+}
+
+/**
+ * CPU time of a PostgreSQL cluster so far, in microseconds: the postmaster, every process it runs
+ * now (backends, writers, WAL), and those that already ended (counted into the postmaster).
+ */
+export function postgresCpuMicros(dataDir: string): number {
+  const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const own = stat(postmaster);
+  let total = own ? (Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])) * 10_000 : 0;
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const f = stat(Number(name));
+    if (f && Number(f[1]) === postmaster) total += (Number(f[11]) + Number(f[12])) * 10_000;
+  }
+  return total;
+}
+
+/** CPU time per message of each process that took part in a run, in microseconds. */
+export interface CpuPerMessage {
+  server: number;
+  postgres?: number;
+  loadGenerator: number;
+}
+
+/** Starts counting CPU time; `per(n)` answers what each process spent since, per message of `n`. */
+export function cpuMeter(serverPid: number, postgresDataDir?: string): { per(messages: number): CpuPerMessage } {
+  const server = cpuMicros(serverPid);
+  const postgres = postgresDataDir ? postgresCpuMicros(postgresDataDir) : 0;
+  const own = process.cpuUsage();
+  return {
+    per(messages) {
+      const n = Math.max(1, messages);
+      const mine = process.cpuUsage(own);
+      return {
+        server: Math.round((cpuMicros(serverPid) - server) / n),
+        ...(postgresDataDir ? { postgres: Math.round((postgresCpuMicros(postgresDataDir) - postgres) / n) } : {}),
+        loadGenerator: Math.round((mine.user + mine.system) / n),
+      };
+    },
+  };
 }
