@@ -41,7 +41,13 @@ export interface SubscriberOptions<DB> {
   log: Logger;
   batchSize?: number;
   transactional?: boolean;
-  handle(batch: RecordedEvent[], tx: Transaction<DB> | null): Promise<void>;
+  /**
+   * Handles a batch. A side-effect handler (not transactional) that found nothing to do in it
+   * answers `false`: its checkpoint is then saved later (with the next batch that had work, after
+   * `IDLE_SAVE_MS` at most, and when it stops), sparing a write per batch. A restart reads those
+   * events again, and the handler finds nothing to do in them again.
+   */
+  handle(batch: RecordedEvent[], tx: Transaction<DB> | null): Promise<void | boolean>;
   /** After a batch is done and its checkpoint saved (transactional: committed). */
   done?(batch: RecordedEvent[], position: Position): void;
   /**
@@ -67,6 +73,9 @@ export interface Lag {
   seconds: number;
 }
 
+/** How long the checkpoint of a side-effect subscriber may stay unsaved while its batches bring it nothing to do. */
+export const IDLE_SAVE_MS = 1000;
+
 /** Lag in events is counted up to this many; past it, the figure says "very far behind" well enough. */
 const LAG_CAP = 1_000_000;
 
@@ -76,6 +85,9 @@ export class CheckpointedSubscriber<DB> {
   private lastError: unknown = null;
   private current: Fence | null = null;
   private registered = false;
+  /** The position handled but not yet saved (idle batches), and when the checkpoint was last saved. */
+  private unsaved: Position | null = null;
+  private savedAt = 0;
 
   constructor(private readonly options: SubscriberOptions<DB>) {}
 
@@ -206,6 +218,7 @@ export class CheckpointedSubscriber<DB> {
         ON CONFLICT DO NOTHING`.execute(tx);
       if (this.stored) await saveCheckpoint(tx, name, event.position);
     });
+    this.unsaved = null;
     this.at = event.position;
     this.parked++;
     this.options.done?.([event], event.position);
@@ -225,8 +238,32 @@ export class CheckpointedSubscriber<DB> {
     const leading = this.current !== null;
     await this.subscription?.stop();
     this.subscription = null;
+    if (this.unsaved) {
+      try {
+        await this.save(this.fence, this.unsaved);
+      } catch (error) {
+        // Lost the lead or the database: the events since the last saved checkpoint are read again, harmlessly.
+        this.options.log.warn({ err: error, subscriber: this.options.name }, 'the checkpoint of idle batches was not saved');
+      }
+      this.unsaved = null;
+    }
     if (leading) await this.options.leading?.lost();
     this.current = null;
+  }
+
+  /** Saves a side-effect subscriber's checkpoint: in a cluster, only while this node still leads it. */
+  private async save(fence: Fence, position: Position): Promise<void> {
+    const { db, name, cluster } = this.options;
+    if (cluster) {
+      await db.transaction().execute(async (tx) => {
+        await fence.hold(tx);
+        await saveCheckpoint(tx, name, position);
+      });
+    } else {
+      await saveCheckpoint(db, name, position);
+    }
+    this.unsaved = null;
+    this.savedAt = Date.now();
   }
 
   private get stored(): boolean {
@@ -268,16 +305,14 @@ export class CheckpointedSubscriber<DB> {
       });
     } else if (!this.stored) {
       await handle(batch, null);
-    } else if (cluster) {
-      await fence.check();
-      await handle(batch, null);
-      await db.transaction().execute(async (tx) => {
-        await fence.hold(tx);
-        await saveCheckpoint(tx, name, last);
-      });
     } else {
-      await handle(batch, null);
-      await saveCheckpoint(db, name, last);
+      if (cluster) await fence.check();
+      const worked = await handle(batch, null);
+      if (worked === false && Date.now() - this.savedAt < IDLE_SAVE_MS) {
+        this.unsaved = last;
+      } else {
+        await this.save(fence, last);
+      }
     }
     this.at = last;
     this.lastError = null;

@@ -207,11 +207,14 @@ export class CalculationReactor {
     }
   }
 
-  private async handleBatch(batch: RecordedEvent[]): Promise<void> {
+  /** False when the batch neither changes a calculation nor sets one off. */
+  private async handleBatch(batch: RecordedEvent[]): Promise<boolean> {
     const runs: Run[] = [];
+    let changed = false;
     for (const e of batch) {
       if (CALCULATION_EVENTS.has(e.type)) {
         this.apply(e as unknown as CalculationEvent);
+        changed = true;
         continue;
       }
       if (e.type !== 'DeviceReported' || this.readers.size === 0) continue;
@@ -227,9 +230,10 @@ export class CalculationReactor {
         }
       }
     }
-    if (runs.length === 0) return;
+    if (runs.length === 0) return changed;
     await this.deps.projections.waitFor(batch[batch.length - 1]!.position, WAIT_MS);
     await this.execute(runs);
+    return true;
   }
 
   /** Interval boundaries, one look at a time. */

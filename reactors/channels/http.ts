@@ -157,9 +157,11 @@ export class HttpChannels {
   }
 
   /** The reader's handler: queues the batch's changes on their channels; waits only to record new channels' checkpoints. */
-  private async offer(changes: Change[], upTo: Position): Promise<void> {
+  /** Queues the batch's changes on their channels; false when none had an HTTP channel. */
+  private async offer(changes: Change[], upTo: Position): Promise<boolean> {
     const from = this.readerAt;
     const created: ChannelQueue[] = [];
+    let offered = false;
     for (const change of changes) {
       let body: string | null = null;
       for (const channel of this.registry.channelsOf(change.deviceId)) {
@@ -173,12 +175,14 @@ export class HttpChannels {
         }
         body ??= JSON.stringify(change.message);
         queue.offer(change, body);
+        offered = true;
       }
     }
     this.readerAt = upTo;
     for (const queue of this.queues.values()) queue.level(upTo);
     // A new channel's checkpoint must exist before the reader's moves past its first messages.
     if (created.length) await this.save(created);
+    return offered;
   }
 
   private async tick(): Promise<void> {

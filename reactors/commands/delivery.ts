@@ -94,8 +94,10 @@ export class CommandDelivery {
     await this.subscriber.stop();
   }
 
-  private async handleBatch(batch: RecordedEvent[]): Promise<void> {
+  /** False when the batch holds no command to deliver or settle. */
+  private async handleBatch(batch: RecordedEvent[]): Promise<boolean> {
     const work: Open[] = [];
+    let accepted = false;
     for (const e of batch as (RecordedEvent & CommandEvent)[]) {
       if (e.type === 'CommandRequested') {
         const context = { actor: ACTOR, correlationId: e.metadata.correlationId, causationId: e.id, now: '' };
@@ -103,10 +105,12 @@ export class CommandDelivery {
         work.push({ request: e.data, context, attempt: 1, maybeDone: Date.parse(e.metadata.time) < this.startedAt });
       } else if (e.type === 'CommandAccepted') {
         await this.afterAccepted(e);
+        accepted = true;
       }
     }
     // Several commands at a time; the checkpoint moves once each has an outcome recorded.
     for (let i = 0; i < work.length; i += this.retry.parallel) await Promise.all(work.slice(i, i + this.retry.parallel).map((w) => this.attempt(w)));
+    return accepted || work.length > 0;
   }
 
   /** One attempt at one command, and its outcome recorded. */

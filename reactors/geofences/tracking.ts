@@ -60,10 +60,14 @@ export class GeofenceTracking {
       batchSize: 500,
       cluster: deps.cluster ?? null,
       handle: async (batch) => {
+        let worked = false;
         for (const event of batch) {
           const position = positionOf(event);
-          if (position !== undefined) await this.handlePosition(event, position);
+          if (position === undefined) continue;
+          await this.handlePosition(event, position);
+          worked = true;
         }
+        return worked;
       },
     });
   }

@@ -146,7 +146,8 @@ export class RulesReactor {
     }
   }
 
-  private async handleBatch(batch: RecordedEvent[]): Promise<void> {
+  /** False when the batch neither changes a rule nor starts or continues a run. */
+  private async handleBatch(batch: RecordedEvent[]): Promise<boolean> {
     // Devices named by rules created in this very batch are followed from their first event in it.
     const named = new Set<string>();
     for (const e of batch) if (e.type === 'RuleCreated' || e.type === 'RuleReplaced') for (const id of RuleIndex.devicesOf((e.data as { definition: RunnableRule['definition'] }).definition)) named.add(id);
@@ -154,6 +155,7 @@ export class RulesReactor {
     const latest = new Map<string, DeviceDoc>();
     const candidates: Candidate[] = [];
     const runs: (RecordedEvent & { data: RunStarted })[] = [];
+    let indexed = false;
     for (const e of batch) {
       if (ACCESS_EVENTS.has(e.type)) this.rights.clear();
       if (e.type.startsWith('Geofence')) this.geofenceRefs = null;
@@ -163,6 +165,7 @@ export class RulesReactor {
         case 'RuleDeleted':
           this.index.apply(e as RecordedEvent & RuleEvent);
           this.scheduler.changed();
+          indexed = true;
           continue;
         case 'RuleRunStarted': {
           const run = (e as RecordedEvent & RunEvent & { type: 'RuleRunStarted' }).data;
@@ -197,6 +200,7 @@ export class RulesReactor {
     }
     if (candidates.length) await this.decide(candidates, batch[batch.length - 1]!);
     if (runs.length) await this.actions.perform(runs);
+    return indexed || candidates.length > 0 || runs.length > 0;
   }
 
   private candidate(rule: RunnableRule, trigger: RunTrigger, event: RecordedEvent, latest: Map<string, DeviceDoc>, deviceId: string, diff: DeviceDoc): Candidate {

@@ -1,0 +1,97 @@
+/**
+ * A side-effect subscriber whose handler finds nothing to do in a batch saves
+ * its checkpoint later: with the next batch that had work, after
+ * IDLE_SAVE_MS, or when it stops. One with work saves at once.
+ */
+import pg from 'pg';
+import { pino } from 'pino';
+import { Kysely, PostgresDialect } from 'kysely';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createPostgresStore } from '../../domain/eventstore/postgres.js';
+import type { EventStore } from '../../domain/eventstore/port.js';
+import { CheckpointedSubscriber, IDLE_SAVE_MS, loadCheckpoint } from '../../domain/eventstore/subscriber.js';
+import { comparePositions, type RecordedEvent } from '../../domain/shared/events.js';
+import { createTestDatabase } from '../support/cluster.js';
+import { newEvent, streamName, waitUntil } from './contract.js';
+
+interface Ctx {
+  pool: pg.Pool;
+  db: Kysely<unknown>;
+  store: EventStore;
+}
+
+const idle = suite<Ctx>('checkpoints of batches with nothing to do');
+
+idle.before(async (ctx) => {
+  ctx.pool = new pg.Pool({ connectionString: await createTestDatabase(), max: 4 });
+  ctx.db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: ctx.pool }) });
+  ctx.store = createPostgresStore(ctx.pool, { pollMs: 10 });
+});
+idle.after(async (ctx) => {
+  await ctx.db.destroy();
+});
+
+idle('given a subscriber that works only on "Work" events, when idle batches follow a saved one, then the checkpoint stays until a batch with work, and stopping saves where it got to', async (ctx) => {
+  const stream = streamName('idle');
+  const seen: RecordedEvent[] = [];
+  const subscriber = new CheckpointedSubscriber<unknown>({
+    name: 'idle-test',
+    store: ctx.store,
+    db: ctx.db,
+    log: pino({ level: 'silent' }),
+    handle: async (batch) => {
+      seen.push(...batch.filter((e) => e.streamId === stream));
+      return batch.some((e) => e.type === 'Work');
+    },
+  });
+  await ctx.store.append(stream, [newEvent('Work')], 'no_stream');
+  await subscriber.start();
+  await waitUntil(() => seen.length === 1, 'the first event was handled');
+  const afterWork = await loadCheckpoint(ctx.db, 'idle-test');
+  assert.ok(afterWork && comparePositions(afterWork, seen[0]!.position) === 0, 'a batch with work is saved at once');
+
+  const started = Date.now();
+  await ctx.store.append(stream, [newEvent('Noise')], 'exists');
+  await waitUntil(() => seen.length === 2, 'the idle event was handled');
+  await ctx.store.append(stream, [newEvent('Noise')], 'exists');
+  await waitUntil(() => seen.length === 3, 'the second idle event was handled');
+  if (Date.now() - started < IDLE_SAVE_MS) {
+    assert.equal(await loadCheckpoint(ctx.db, 'idle-test'), afterWork, 'idle batches within a second are not saved');
+  }
+  assert.equal(subscriber.position, seen[2]!.position, 'in memory it is where it got to');
+
+  await ctx.store.append(stream, [newEvent('Work')], 'exists');
+  await waitUntil(() => seen.length === 4, 'the second work event was handled');
+  assert.equal(await loadCheckpoint(ctx.db, 'idle-test'), seen[3]!.position, 'work saves everything up to it');
+
+  await ctx.store.append(stream, [newEvent('Noise')], 'exists');
+  await waitUntil(() => seen.length === 5, 'the last idle event was handled');
+  await subscriber.stop();
+  assert.equal(await loadCheckpoint(ctx.db, 'idle-test'), seen[4]!.position, 'stopping saves the idle position');
+});
+
+idle('given idle batches for longer than IDLE_SAVE_MS, then the checkpoint is saved again', async (ctx) => {
+  const stream = streamName('idle-long');
+  const seen: RecordedEvent[] = [];
+  const subscriber = new CheckpointedSubscriber<unknown>({
+    name: 'idle-long',
+    store: ctx.store,
+    db: ctx.db,
+    log: pino({ level: 'silent' }),
+    handle: async (batch) => {
+      seen.push(...batch.filter((e) => e.streamId === stream));
+      return false;
+    },
+  });
+  await subscriber.start();
+  await ctx.store.append(stream, [newEvent('Noise')], 'no_stream');
+  await waitUntil(() => seen.length === 1, 'the first idle event was handled');
+  await new Promise((r) => setTimeout(r, IDLE_SAVE_MS + 50));
+  await ctx.store.append(stream, [newEvent('Noise')], 'exists');
+  await waitUntil(() => seen.length === 2, 'the second idle event was handled');
+  assert.equal(await loadCheckpoint(ctx.db, 'idle-long'), seen[1]!.position);
+  await subscriber.stop();
+});
+
+idle.run();
