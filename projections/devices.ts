@@ -4,6 +4,7 @@ import { evolveDoc, type DeviceDoc, type DeviceEvent } from '../domain/devices/d
 import type { Database } from './database.js';
 import { cutText } from '../domain/shared/json.js';
 import type { Projection } from './runner.js';
+import { RecentMemory } from '../domain/shared/recentMemory.js';
 
 export interface DevicesTable {
   id: string;
@@ -92,111 +93,167 @@ export function historyValues(path: string[], payload: unknown, out: [string, nu
   return out;
 }
 
+/** Documents and history fields of this many devices are remembered between batches. */
+const REMEMBERED_DEVICES = 100_000;
+
+/** What the projection remembers of a device between batches, as of a committed revision. */
+interface Remembered {
+  revision: number;
+  doc: DeviceDoc;
+  /** The fields already in `device_history_fields`. */
+  fields: Set<string>;
+}
+
 /**
  * Devices, their history and their snapshots. A batch is folded in memory per device with the
  * same `evolveDoc` the write side uses, then written with a handful of
  * multi-row statements, whatever the batch size: ingest bursts arrive here in
  * batches of up to a thousand reports.
+ *
+ * Each projection instance remembers, as of the last committed batch, the documents and the
+ * history fields of recent devices. A remembered document is used only when the row is still
+ * at the remembered revision (checked in the batch's `SELECT … FOR UPDATE`, which then leaves
+ * the document out), so it can never stand in for a row written elsewhere; remembered fields
+ * are not inserted again. What a batch learns is kept only once its transaction commits.
  */
-export const devicesProjection: Projection = {
-  name: 'devices',
-  tables: ['device_snapshots', 'device_history_fields', 'device_history', 'devices'],
-  async apply(tx: Transaction<Database>, batch: RecordedEvent[]) {
-    const events = batch.filter((e) => DEVICE_EVENTS.has(e.type)) as (RecordedEvent & DeviceEvent)[];
-    if (events.length === 0) return;
-    const ids = [...new Set(events.map((e) => e.data.id))];
-    const { rows: existing } = await sql<{ id: string; doc: DeviceDoc; revision: number; created_by: string; credentials_set_id: string | null }>`
-      SELECT id, doc, revision, created_by, credentials_set_id FROM devices WHERE id = ANY(${ids}::text[]) ORDER BY id FOR UPDATE`.execute(tx);
-    const rows = new Map<string, Row>();
-    for (const r of existing) {
-      rows.set(r.id, { doc: r.doc, revision: r.revision, createdBy: r.created_by, credentialsSetId: r.credentials_set_id, isNew: false, changed: false, deleted: false });
-    }
-    const history: HistoryRows = { device: [], field: [], time: [], num: [], bool: [], str: [] };
-    const deleted = new Set<string>();
-    const snapshots: { d: string; r: number; t: string; doc: DeviceDoc }[] = [];
+export function devicesProjection(): Projection {
+  let memory = new RecentMemory<string, Remembered>(REMEMBERED_DEVICES);
+  /** What the batch in flight learned, kept once it commits. */
+  let learned = new Map<string, Remembered | null>();
 
-    for (const event of events) {
-      const id = event.data.id;
-      let row = rows.get(id);
-      if (event.type === 'DeviceRegistered') {
-        if (row) continue;
-        row = {
-          doc: evolveDoc({}, event),
-          revision: event.revision,
-          createdBy: event.data.createdBy,
-          credentialsSetId: event.data.credentialsSetId ?? null,
-          isNew: true,
-          changed: true,
-          deleted: false,
-        };
-        rows.set(id, row);
-        deleted.delete(id);
-        continue;
+  return {
+    name: 'devices',
+    tables: ['device_snapshots', 'device_history_fields', 'device_history', 'devices'],
+    async apply(tx: Transaction<Database>, batch: RecordedEvent[]) {
+      learned = new Map();
+      const events = batch.filter((e) => DEVICE_EVENTS.has(e.type)) as (RecordedEvent & DeviceEvent)[];
+      if (events.length === 0) return;
+      const ids = [...new Set(events.map((e) => e.data.id))];
+      const known = ids.map((id) => memory.get(id));
+      const { rows: existing } = await sql<{ id: string; doc: DeviceDoc | null; revision: number | string; created_by: string; credentials_set_id: string | null }>`
+        SELECT d.id, d.revision, d.created_by, d.credentials_set_id, CASE WHEN d.revision = k.revision THEN NULL ELSE d.doc END AS doc
+        FROM devices d LEFT JOIN unnest(${ids}::text[], ${known.map((k) => (k ? k.revision : null))}::bigint[]) AS k(id, revision) ON k.id = d.id
+        WHERE d.id = ANY(${ids}::text[]) ORDER BY d.id FOR UPDATE OF d`.execute(tx);
+      const rows = new Map<string, Row>();
+      for (const r of existing) {
+        const revision = Number(r.revision);
+        const doc = r.doc ?? memory.get(r.id)!.doc;
+        rows.set(r.id, { doc, revision, createdBy: r.created_by, credentialsSetId: r.credentials_set_id, isNew: false, changed: false, deleted: false });
       }
-      if (!row || row.deleted || event.revision <= row.revision) continue;
-      row.revision = event.revision;
-      if (event.type === 'DeviceDeleted') {
-        row.deleted = true;
-        deleted.add(id);
-        continue;
-      }
-      row.doc = evolveDoc(row.doc, event);
-      row.changed = true;
-      if (event.revision % SNAPSHOT_EVERY === 0) snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
-      if (event.type === 'DeviceReported') {
-        for (const [field, value] of historyValues(event.data.path, event.data.payload)) {
-          history.device.push(id);
-          history.field.push(field);
-          history.time.push(event.data.reportedAt);
-          history.num.push(typeof value === 'number' ? value : typeof value === 'boolean' ? Number(value) : null);
-          history.bool.push(typeof value === 'boolean' ? value : null);
-          history.str.push(typeof value === 'string' ? value : null);
+      const history: HistoryRows = { device: [], field: [], time: [], num: [], bool: [], str: [] };
+      const deleted = new Set<string>();
+      const snapshots: { d: string; r: number; t: string; doc: DeviceDoc }[] = [];
+
+      for (const event of events) {
+        const id = event.data.id;
+        let row = rows.get(id);
+        if (event.type === 'DeviceRegistered') {
+          if (row) continue;
+          row = {
+            doc: evolveDoc({}, event),
+            revision: event.revision,
+            createdBy: event.data.createdBy,
+            credentialsSetId: event.data.credentialsSetId ?? null,
+            isNew: true,
+            changed: true,
+            deleted: false,
+          };
+          rows.set(id, row);
+          deleted.delete(id);
+          continue;
+        }
+        if (!row || row.deleted || event.revision <= row.revision) continue;
+        row.revision = event.revision;
+        if (event.type === 'DeviceDeleted') {
+          row.deleted = true;
+          deleted.add(id);
+          continue;
+        }
+        row.doc = evolveDoc(row.doc, event);
+        row.changed = true;
+        if (event.revision % SNAPSHOT_EVERY === 0) snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
+        if (event.type === 'DeviceReported') {
+          for (const [field, value] of historyValues(event.data.path, event.data.payload)) {
+            history.device.push(id);
+            history.field.push(field);
+            history.time.push(event.data.reportedAt);
+            history.num.push(typeof value === 'number' ? value : typeof value === 'boolean' ? Number(value) : null);
+            history.bool.push(typeof value === 'boolean' ? value : null);
+            history.str.push(typeof value === 'string' ? value : null);
+          }
         }
       }
-    }
 
-    const inserts = [...rows.entries()].filter(([, r]) => r.isNew && !r.deleted);
-    const updates = [...rows.entries()].filter(([, r]) => !r.isNew && !r.deleted && r.changed);
-    // Rows travel as one JSON parameter: cheaper to build and send than one array parameter per column.
-    const rowsParam = (list: [string, Row][]) => JSON.stringify(list.map(([id, r]) => ({ id, doc: r.doc, cs: r.credentialsSetId, created_by: r.createdBy, revision: r.revision })));
+      const inserts = [...rows.entries()].filter(([, r]) => r.isNew && !r.deleted);
+      const updates = [...rows.entries()].filter(([, r]) => !r.isNew && !r.deleted && r.changed);
+      // Rows travel as one JSON parameter: cheaper to build and send than one array parameter per column.
+      const rowsParam = (list: [string, Row][]) => JSON.stringify(list.map(([id, r]) => ({ id, doc: r.doc, cs: r.credentialsSetId, created_by: r.createdBy, revision: r.revision })));
 
-    if (inserts.length) {
-      await sql`INSERT INTO devices (id, doc, name, category, secret, credentials_set_id, lnglat, created_by, revision, created_at, updated_at, reported_at)
-        SELECT u.id, u.doc, u.doc->>'name', u.doc->>'category', u.doc->>'secret', u.cs, ${lnglatOf(sql.ref('u.doc'))}, u.created_by, u.revision,
-          (u.doc->>'createdAt')::timestamptz, (u.doc->>'updatedAt')::timestamptz, (u.doc->>'reportedAt')::timestamptz
-        FROM jsonb_to_recordset(${rowsParam(inserts)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
-        ON CONFLICT (id) DO NOTHING`.execute(tx);
-    }
-    if (updates.length) {
-      await sql`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
-          lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
-          updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
-        FROM jsonb_to_recordset(${rowsParam(updates)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
-        WHERE d.id = u.id`.execute(tx);
-    }
-    if (history.device.length) {
-      const rows = JSON.stringify(history.device.map((d, i) => ({ d, f: history.field[i], t: history.time[i], n: history.num[i], b: history.bool[i], s: history.str[i] })));
-      await sql`INSERT INTO device_history (device_id, field, time, num, bool, str)
-        SELECT d, f, t, n, b, s FROM jsonb_to_recordset(${rows}::jsonb) AS x(d text, f text, t timestamptz, n float8, b boolean, s text)`.execute(tx);
-      const fields = [...new Set(history.device.map((d, i) => `${d}\u0000${history.field[i]}`))].map((k) => k.split('\u0000'));
-      await sql`INSERT INTO device_history_fields (device_id, field)
-        SELECT x->>0, x->>1 FROM jsonb_array_elements(${JSON.stringify(fields)}::jsonb) AS x
-        ON CONFLICT DO NOTHING`.execute(tx);
-    }
-    if (snapshots.length) {
-      await sql`INSERT INTO device_snapshots (device_id, revision, time, doc)
-        SELECT d, r, t, doc FROM jsonb_to_recordset(${JSON.stringify(snapshots)}::jsonb) AS x(d text, r bigint, t text, doc jsonb)
-        ON CONFLICT DO NOTHING`.execute(tx);
-    }
-    if (deleted.size) {
-      const gone = [...deleted];
-      await sql`DELETE FROM device_snapshots WHERE device_id = ANY(${gone}::text[])`.execute(tx);
-      await sql`DELETE FROM device_history WHERE device_id = ANY(${gone}::text[])`.execute(tx);
-      await sql`DELETE FROM device_history_fields WHERE device_id = ANY(${gone}::text[])`.execute(tx);
-      await sql`DELETE FROM devices WHERE id = ANY(${gone}::text[])`.execute(tx);
-    }
-  },
-};
+      if (inserts.length) {
+        await sql`INSERT INTO devices (id, doc, name, category, secret, credentials_set_id, lnglat, created_by, revision, created_at, updated_at, reported_at)
+          SELECT u.id, u.doc, u.doc->>'name', u.doc->>'category', u.doc->>'secret', u.cs, ${lnglatOf(sql.ref('u.doc'))}, u.created_by, u.revision,
+            (u.doc->>'createdAt')::timestamptz, (u.doc->>'updatedAt')::timestamptz, (u.doc->>'reportedAt')::timestamptz
+          FROM jsonb_to_recordset(${rowsParam(inserts)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
+          ON CONFLICT (id) DO NOTHING`.execute(tx);
+      }
+      if (updates.length) {
+        await sql`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
+            lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
+            updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
+          FROM jsonb_to_recordset(${rowsParam(updates)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
+          WHERE d.id = u.id`.execute(tx);
+      }
+      for (const [id, row] of rows) {
+        if (row.deleted) learned.set(id, null);
+        else if (row.isNew || row.changed || !memory.has(id)) learned.set(id, { revision: row.revision, doc: row.doc, fields: new Set(memory.get(id)?.fields) });
+      }
+      if (history.device.length) {
+        const rows = JSON.stringify(history.device.map((d, i) => ({ d, f: history.field[i], t: history.time[i], n: history.num[i], b: history.bool[i], s: history.str[i] })));
+        await sql`INSERT INTO device_history (device_id, field, time, num, bool, str)
+          SELECT d, f, t, n, b, s FROM jsonb_to_recordset(${rows}::jsonb) AS x(d text, f text, t timestamptz, n float8, b boolean, s text)`.execute(tx);
+        // Only the fields not yet known to be listed: after the first reports of a device, none.
+        const fresh = new Map<string, Set<string>>();
+        history.device.forEach((d, i) => {
+          const field = history.field[i]!;
+          if (learned.get(d)?.fields.has(field)) return;
+          let set = fresh.get(d);
+          if (!set) fresh.set(d, (set = new Set()));
+          set.add(field);
+        });
+        const fields = [...fresh].flatMap(([d, set]) => [...set].map((f) => [d, f]));
+        if (fields.length) {
+          await sql`INSERT INTO device_history_fields (device_id, field)
+            SELECT x->>0, x->>1 FROM jsonb_array_elements(${JSON.stringify(fields)}::jsonb) AS x
+            ON CONFLICT DO NOTHING`.execute(tx);
+          for (const [d, f] of fields) learned.get(d)?.fields.add(f!);
+        }
+      }
+      if (snapshots.length) {
+        await sql`INSERT INTO device_snapshots (device_id, revision, time, doc)
+          SELECT d, r, t, doc FROM jsonb_to_recordset(${JSON.stringify(snapshots)}::jsonb) AS x(d text, r bigint, t text, doc jsonb)
+          ON CONFLICT DO NOTHING`.execute(tx);
+      }
+      if (deleted.size) {
+        const gone = [...deleted];
+        await sql`DELETE FROM device_snapshots WHERE device_id = ANY(${gone}::text[])`.execute(tx);
+        await sql`DELETE FROM device_history WHERE device_id = ANY(${gone}::text[])`.execute(tx);
+        await sql`DELETE FROM device_history_fields WHERE device_id = ANY(${gone}::text[])`.execute(tx);
+        await sql`DELETE FROM devices WHERE id = ANY(${gone}::text[])`.execute(tx);
+      }
+    },
+    committed() {
+      for (const [id, kept] of learned) {
+        if (kept) memory.set(id, kept);
+        else memory.delete(id);
+      }
+      learned = new Map();
+    },
+    emptied() {
+      memory = new RecentMemory(REMEMBERED_DEVICES);
+      learned = new Map();
+    },
+  };
+}
 
 /** The PostGIS point of a device document's `lnglat`, or NULL. */
 const lnglatOf = (doc: ReturnType<typeof sql.ref>) =>

@@ -19,4 +19,4 @@ import { appsProjection } from './apps.js';
 import { calculationsProjection } from './calculations.js';
 
 /** Every projection, in the order they apply a batch. */
-export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection, provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection, rulesProjection, locationsProjection, organizationsProjection, appsProjection, calculationsProjection, auditProjection];
+export const allProjections = (): Projection[] => [usersProjection, accessProjection, usergroupsProjection, dashboardsProjection, imagesProjection, geofencesProjection, devicesProjection(), provisioningProjection, channelsProjection, logsProjection, translatorsProjection, commandsProjection, rulesProjection, locationsProjection, organizationsProjection, appsProjection, calculationsProjection, auditProjection];

@@ -32,6 +32,8 @@ export interface Projection {
    * that must never run ahead of them nor lag behind a write's answer.
    */
   committed?(batch: RecordedEvent[]): void;
+  /** Called when its tables were emptied (a reset before a replay): forget whatever was remembered of them. */
+  emptied?(): void;
 }
 
 /**
@@ -226,5 +228,6 @@ export class ProjectionRunner {
       if (tables.length) await sql.raw(`TRUNCATE ${tables.join(', ')} CASCADE`).execute(tx);
       await this.subscriber.reset(tx);
     });
+    for (const projection of this.projections) projection.emptied?.();
   }
 }

@@ -253,7 +253,9 @@ export function evolveDoc(doc: DeviceDoc, event: DeviceEvent): DeviceDoc {
       return touched(doc, next, event.data.at);
     }
     case 'DeviceReported': {
-      const next = applyReport(doc, event.data.path, event.data.payload);
+      const applied = applyReport(doc, event.data.path, event.data.payload);
+      // A copy when the report changed nothing: a document once folded is never changed in place (read models keep them).
+      const next = applied === doc ? { ...doc } : applied;
       next.reportedAt = event.data.reportedAt;
       return touched(doc, next, event.data.reportedAt);
     }
@@ -278,10 +280,21 @@ export function evolveDocState(state: DocState, event: DeviceEvent): DocState {
   return { status: 'active', doc: evolveDoc(state.doc, event) };
 }
 
+/** `after`, with `updatedAt` set to `at` when anything but the two timestamps changed. */
 function touched(before: DeviceDoc, after: DeviceDoc, at: string): DeviceDoc {
-  const { reportedAt: _a, updatedAt: _b, ...x } = before;
-  const { reportedAt: _c, updatedAt: _d, ...y } = after;
-  return jsonEqual(x, y) ? after : { ...after, updatedAt: at };
+  return sameBesidesTimes(before, after) ? after : { ...after, updatedAt: at };
+}
+
+/** `jsonEqual` of two documents, leaving `reportedAt` and `updatedAt` out (without copying them: this runs for every report). */
+function sameBesidesTimes(a: DeviceDoc, b: DeviceDoc): boolean {
+  let n = 0;
+  for (const k in a) {
+    if (k === 'reportedAt' || k === 'updatedAt' || !Object.prototype.hasOwnProperty.call(a, k)) continue;
+    if (!Object.prototype.hasOwnProperty.call(b, k) || !jsonEqual(a[k], b[k])) return false;
+    n++;
+  }
+  for (const k in b) if (k !== 'reportedAt' && k !== 'updatedAt' && Object.prototype.hasOwnProperty.call(b, k)) n--;
+  return n === 0;
 }
 
 /** The device as clients see it. */

@@ -1,0 +1,106 @@
+/**
+ * The devices projection remembers documents and history fields between
+ * batches, and only what committed: a batch whose transaction fails leaves
+ * nothing remembered, and a row that is no longer at the remembered revision
+ * is read from the table.
+ */
+import pg from 'pg';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createPostgresStore } from '../../domain/eventstore/postgres.js';
+import type { EventStore } from '../../domain/eventstore/port.js';
+import type { Database } from '../../projections/database.js';
+import { devicesProjection } from '../../projections/devices.js';
+import type { Projection } from '../../projections/runner.js';
+import type { RecordedEvent } from '../../domain/shared/events.js';
+import { createTestDatabase } from '../support/cluster.js';
+import { newEvent } from '../eventstore/contract.js';
+
+interface Ctx {
+  pool: pg.Pool;
+  db: Kysely<Database>;
+  store: EventStore;
+}
+
+const memory = suite<Ctx>('devices projection: what it remembers between batches');
+
+memory.before(async (ctx) => {
+  ctx.pool = new pg.Pool({ connectionString: await createTestDatabase(), max: 4 });
+  ctx.db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: ctx.pool }) });
+  ctx.store = createPostgresStore(ctx.pool, { pollMs: 10 });
+});
+memory.after(async (ctx) => {
+  await ctx.db.destroy();
+});
+
+const at = '2026-11-24T10:00:00.000Z';
+const registered = (id: string) => newEvent('DeviceRegistered', { id, createdBy: 'user-1', doc: { name: id }, at });
+const reported = (id: string, payload: Record<string, unknown>, time: string) => newEvent('DeviceReported', { id, topic: `t/${id}`, path: [], payload, reportedAt: time });
+
+async function fields(db: Kysely<Database>, id: string): Promise<string[]> {
+  const rows = await db.selectFrom('device_history_fields').select('field').where('device_id', '=', id).orderBy('field').execute();
+  return rows.map((r) => r.field);
+}
+
+async function docOf(db: Kysely<Database>, id: string): Promise<Record<string, unknown>> {
+  const row = await db.selectFrom('devices').select(['doc']).where('id', '=', id).executeTakeFirstOrThrow();
+  return row.doc as Record<string, unknown>;
+}
+
+/** Stores the events on the device's stream and answers them as recorded. */
+async function stored(store: EventStore, id: string, events: ReturnType<typeof newEvent>[]): Promise<RecordedEvent[]> {
+  const before = (await store.readStream(`device-${id}`)).length;
+  await store.append(`device-${id}`, events, before === 0 ? 'no_stream' : 'exists');
+  return (await store.readStream(`device-${id}`)).slice(before);
+}
+
+/** Applies a batch as the runner does: in a transaction, then `committed`. */
+async function applied(db: Kysely<Database>, projection: Projection, batch: RecordedEvent[]): Promise<void> {
+  await db.transaction().execute((tx) => projection.apply(tx, batch));
+  projection.committed?.(batch);
+}
+
+memory('given a batch whose transaction fails after the devices projection applied it, when it is applied again, then its history fields are stored (nothing of the failed one was remembered)', async ({ db, store }) => {
+  const devices = devicesProjection();
+  await applied(db, devices, await stored(store, 'm1', [registered('m1')]));
+  const report = await stored(store, 'm1', [reported('m1', { temperature: 20 }, '2026-11-24T10:01:00.000Z')]);
+  const failure = await db
+    .transaction()
+    .execute(async (tx) => {
+      await devices.apply(tx, report);
+      throw new Error('a later projection of the same batch fails');
+    })
+    .catch((error: Error) => error);
+  assert.instance(failure, Error);
+  assert.equal(await fields(db, 'm1'), [], 'the failed batch stored nothing');
+  await applied(db, devices, report);
+  assert.equal(await fields(db, 'm1'), ['temperature']);
+  assert.equal((await docOf(db, 'm1')).temperature, 20);
+});
+
+memory('given a remembered device, when its row is written behind the projection (another revision), then the next report folds onto the row as it is in the table', async ({ db, store }) => {
+  const devices = devicesProjection();
+  await applied(db, devices, await stored(store, 'm2', [registered('m2'), reported('m2', { a: 1 }, '2026-11-24T10:01:00.000Z')]));
+  // As something other than this projection instance could leave it: another revision, other content.
+  await sql`UPDATE devices SET doc = doc || '{"b": 2}'::jsonb, revision = 0 WHERE id = 'm2'`.execute(db);
+  await applied(db, devices, await stored(store, 'm2', [reported('m2', { c: 3 }, '2026-11-24T10:02:00.000Z')]));
+  const doc = await docOf(db, 'm2');
+  assert.equal([doc.a, doc.b, doc.c], [1, 2, 3], 'the row in the table, not the remembered document, was folded');
+});
+
+memory('given a remembered device at the row\'s revision, when a report arrives, then it folds onto the remembered document and the result equals a fold from scratch', async ({ db, store }) => {
+  const devices = devicesProjection();
+  const first = await stored(store, 'm3', [registered('m3'), reported('m3', { a: 1 }, '2026-11-24T10:01:00.000Z')]);
+  await applied(db, devices, first);
+  const second = await stored(store, 'm3', [reported('m3', { a: 2, b: true }, '2026-11-24T10:02:00.000Z')]);
+  await applied(db, devices, second);
+  const remembered = await docOf(db, 'm3');
+  await sql`DELETE FROM devices WHERE id = 'm3'`.execute(db);
+  const fresh = devicesProjection();
+  await applied(db, fresh, [...first, ...second]);
+  assert.equal(await docOf(db, 'm3'), remembered);
+  assert.equal(await fields(db, 'm3'), ['a', 'b']);
+});
+
+memory.run();
