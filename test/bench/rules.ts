@@ -141,15 +141,19 @@ async function phase(clients: MqttClient[], topics: string[][]): Promise<number>
   return acked / ((Date.now() - started) / 1000);
 }
 
-/** Waits until the subscriber `name` has passed every event stored now; the milliseconds it took. */
-async function caughtUp(db: pg.Pool, name: string): Promise<number> {
+const METRICS_TOKEN = 'bench-rules-metrics-token-0123456789';
+
+/**
+ * Waits until the subscriber `name` has handled every event stored (its lag on `/metrics`, measured
+ * against the store from the position it reached, is 0); the milliseconds it took.
+ */
+async function caughtUp(http: number, name: string): Promise<number> {
   const started = Date.now();
-  const { rows } = await db.query<{ c: string; p: string }>('SELECT transaction_id::text AS c, global_position::text AS p FROM es.events ORDER BY transaction_id DESC, global_position DESC LIMIT 1');
-  const last = rows[0]!;
+  const pattern = new RegExp(`^platform_subscriber_lag_events\\{subscriber="${name}"\\} (\\d+)$`, 'm');
   for (;;) {
-    const cp = await db.query<{ c: string; p: string }>('SELECT commit_position::text AS c, prepare_position::text AS p FROM es.checkpoints WHERE name = $1', [name]);
-    const at = cp.rows[0];
-    if (at && (BigInt(at.c) > BigInt(last.c) || (BigInt(at.c) === BigInt(last.c) && BigInt(at.p) >= BigInt(last.p)))) return Date.now() - started;
+    const res = await fetch(`http://127.0.0.1:${http}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    const lag = pattern.exec(await res.text());
+    if (lag && Number(lag[1]) === 0) return Date.now() - started;
     if (Date.now() - started > 120_000) return Number.NaN;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -161,7 +165,7 @@ export async function measureRules() {
   const db = new pg.Pool({ connectionString: cluster.url('bench'), max: 2 });
   let child: ChildProcess | null = null;
   try {
-    const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'));
+    const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'), { METRICS_TOKEN });
     child = platform.child;
     const { call } = platform;
     const topics = Array.from({ length: CONNECTIONS }, () => [] as string[]);
@@ -193,11 +197,11 @@ export async function measureRules() {
       none.push(await phase(clients, topics));
       const set = [];
       for (const load of LOADS) set.push(await load.setUp(call, devices, db));
-      for (const load of LOADS) await caughtUp(db, load.reactor);
+      for (const load of LOADS) await caughtUp(platform.ports.http!, load.reactor);
       const before = await Promise.all(set.map((s) => s.work()));
       withLoads.push(await phase(clients, topics));
       // Each reactor's catch-up counts from the end of the phase.
-      const caught = await Promise.all(LOADS.map((load) => caughtUp(db, load.reactor)));
+      const caught = await Promise.all(LOADS.map((load) => caughtUp(platform.ports.http!, load.reactor)));
       for (const [i, load] of LOADS.entries()) {
         reactors[load.name]!.catchUpMsAfterPhase.push(caught[i]!);
         const after = await set[i]!.work();
