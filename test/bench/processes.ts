@@ -5,6 +5,12 @@ import mqtt, { type MqttClient } from 'mqtt';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 
+/** Node's flags for the platform as `npm start` gives them (the young generation's size, tsx), so a benchmark runs what production runs. */
+const START_FLAGS = (() => {
+  const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(/\s+/);
+  return start[0] === 'node' ? start.slice(1, start.indexOf('api/main.ts')) : ['--import', 'tsx'];
+})();
+
 export interface Ports {
   http?: number;
   mqtt?: number;
@@ -24,7 +30,8 @@ export function spawnProcess(
 ): Promise<{ child: ChildProcess; ports: Ports }> {
   return new Promise((resolve, reject) => {
     const profile = process.env.BENCH_PROFILE && args[0] === 'api/main.ts' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
-    const child = spawn(process.execPath, [...profile, '--import', 'tsx', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const flags = args[0] === 'api/main.ts' ? START_FLAGS : ['--import', 'tsx'];
+    const child = spawn(process.execPath, [...profile, ...flags, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     const ports: Ports = {};
     let buffer = '';
     child.stdout!.on('data', (chunk) => {
