@@ -92,6 +92,18 @@ export function openDatabase(config: Config, log: Logger): { url: string; cluste
   return { url: cluster.url('platform'), cluster };
 }
 
+/**
+ * The connection pool. A connection that breaks while it is checked out (inside a transaction, when
+ * PostgreSQL restarts) fails its queries and is dropped when released; without a listener of its own,
+ * its 'error' event would end the process.
+ */
+export function openPool(url: string, max: number, log: Logger): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max });
+  pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
+  pool.on('connect', (client) => client.on('error', (err) => log.warn({ err: err.message }, 'a database connection in use failed')));
+  return pool;
+}
+
 /** JWT_SECRET, or one generated on first start and kept in DATA_DIR. */
 function jwtSecret(config: Config): string {
   if (config.jwtSecret) return config.jwtSecret;
@@ -125,8 +137,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
   try {
     const database = openDatabase(config, log);
     started.push(() => database.cluster?.stop());
-    const pool = new pg.Pool({ connectionString: database.url, max: 20 });
-    pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
+    const pool = openPool(database.url, 20, log);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     started.push(() => db.destroy());
     await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);

@@ -22,11 +22,10 @@
  */
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import { pino, type Logger } from 'pino';
 import { loadConfig } from '../api/config.js';
-import { openDatabase } from '../api/platform.js';
+import { openDatabase, openPool } from '../api/platform.js';
 import { migrateToLatest } from '../migrations/index.js';
 import { createPostgresStore } from '../domain/eventstore/postgres.js';
 import { createEsdbStore } from '../domain/eventstore/esdb.js';
@@ -508,7 +507,7 @@ if (isMain()) {
   const config = loadConfig();
   const log = pino({ level: config.logLevel });
   const database = openDatabase(config, log);
-  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  const pool = openPool(database.url, 4, log);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const store = versioned(config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool));
   let code = 0;
