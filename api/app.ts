@@ -11,6 +11,7 @@ import './http.js';
 import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
 import { checkInput, contentEncoding, isInstant } from './input.js';
 import { timeRequests, type Metrics } from './metrics.js';
+import { directRoute, type DirectRoute } from './direct.js';
 
 /** Body cap for JSON requests; larger bodies get 413. */
 export const JSON_LIMIT = '1mb';
@@ -20,6 +21,8 @@ export interface Routes {
   parsers?: RequestHandler[];
   /** Mounted after validation and authentication, in order. */
   routers: express.Router[];
+  /** Operations called at a machine's rate (webhooks), taken in right after the request id, ahead of the generic pipeline (`api/direct.ts`). */
+  direct?: DirectRoute[];
   /** The control panel, served at `/` before authentication (its pages are public; its data comes from the API). */
   panel?: express.Router;
   /** True when the platform is ready to serve (database, event store and projections up). */
@@ -29,9 +32,10 @@ export interface Routes {
 }
 
 /**
- * The HTTP pipeline: request id and logger, body parsing, the OpenAPI document
- * (validation, docs), authentication and the role check, the capability
- * routers, then the one error handler.
+ * The HTTP pipeline: request id and logger, the direct way in of the
+ * webhooks, body parsing, the OpenAPI document (validation, docs),
+ * authentication and the role check, the capability routers, then the one
+ * error handler.
  */
 export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes): Express {
   const app = express();
@@ -47,6 +51,9 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   });
   const operationOf = operationMatcher(openapi);
   if (routes.metrics?.requests) app.use(timeRequests(routes.metrics.requests, operationOf));
+  const encoding = contentEncoding();
+  const json = express.json({ limit: JSON_LIMIT });
+  for (const route of routes.direct ?? []) app.use(directRoute(openapi, route, { encoding, json }));
   if (routes.metrics) app.get('/metrics', routes.metrics.route);
   app.get('/api/openapi.json', (_req, res) => {
     res.json(openapi);
@@ -65,8 +72,8 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   app.use(deprecation(operationOf));
   app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
   app.use(authorizeMethod(deps, operationOf));
-  app.use(contentEncoding());
-  app.use(express.json({ limit: JSON_LIMIT }));
+  app.use(encoding);
+  app.use(json);
 
   for (const parser of routes.parsers ?? []) app.use(parser);
   // Text and shape limits (NUL, lone surrogates, depth, key length) before the validator or a route walks the input.

@@ -1,4 +1,4 @@
-import { Router, type Request } from 'express';
+import { Router, type Request, type Response } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { NotFoundError, UnauthorizedError } from '../../domain/shared/errors.js';
@@ -8,6 +8,7 @@ import type { ConnectorInfo } from '../../ingest/registry.js';
 import type { Ingest } from '../../ingest/index.js';
 import { moduleOfWebhook } from '../../reactors/integrations/index.js';
 import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
+import type { DirectRoute } from '../direct.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest();
 
@@ -20,10 +21,19 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest();
  * stored as the device's report, answered once stored), a downlink's fate as
  * an event on its command. An uplink for a device the connector does not
  * know is logged on the connector and stores nothing.
+ *
+ * The one handler comes in two ways: directly (`direct`, mounted before the
+ * generic pipeline, for calls it finds valid by the OpenAPI document) and
+ * through `router`, for every other call, which the validator answers.
  */
-export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
+export function integrationRoutes(deps: Deps, ingest: Ingest): { router: Router; direct: DirectRoute } {
   const router = Router();
+  const webhook = webhookHandler(deps, ingest);
+  router.post('/api/integrations/:integration/:connectorId', webhook);
+  return { router, direct: { method: 'POST', template: '/api/integrations/{integration}/{connectorId}', handler: webhook } };
+}
 
+function webhookHandler(deps: Deps, ingest: Ingest): (req: Request, res: Response) => Promise<void> {
   /** The connector the call names, if the call proves it knows its webhook secret. */
   const authenticate = (req: Request, path: string): ConnectorInfo => {
     const connector = ingest.registry.connector(req.params.connectorId as string);
@@ -46,7 +56,7 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
     return connector;
   };
 
-  router.post('/api/integrations/:integration/:connectorId', async (req, res) => {
+  return async (req, res) => {
     const path = req.params.integration as string;
     const connector = authenticate(req, path);
     const module = moduleOfWebhook(path)!;
@@ -141,9 +151,7 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
       }
     }
     res.status(200).json({ stored });
-  });
-
-  return router;
+  };
 }
 
 /**
