@@ -13,8 +13,8 @@ import { checkInput, contentEncoding, isInstant } from './input.js';
 import { timeRequests, type Metrics } from './metrics.js';
 import { directRoute, type DirectRoute } from './direct.js';
 
-/** Body cap for JSON requests; larger bodies get 413. */
-export const JSON_LIMIT = '1mb';
+/** Body cap for JSON requests, in bytes (1 MiB); larger bodies get 413. */
+export const JSON_LIMIT = 1024 * 1024;
 
 export interface Routes {
   /** Parsers of bodies other than JSON (multipart forms), run before validation so the document checks what they parsed. */
@@ -53,7 +53,7 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   if (routes.metrics?.requests) app.use(timeRequests(routes.metrics.requests, operationOf));
   const encoding = contentEncoding();
   const json = express.json({ limit: JSON_LIMIT });
-  for (const route of routes.direct ?? []) app.use(directRoute(openapi, route, { encoding, json }));
+  for (const route of routes.direct ?? []) app.use(directRoute(openapi, route, { encoding, json, limit: JSON_LIMIT }));
   if (routes.metrics) app.get('/metrics', routes.metrics.route);
   app.get('/api/openapi.json', (_req, res) => {
     res.json(openapi);

@@ -20,6 +20,8 @@ export interface DirectRoute {
 export interface BodySteps {
   encoding: RequestHandler;
   json: RequestHandler;
+  /** The JSON step's cap, in bytes. */
+  limit: number;
 }
 
 /** Content types the direct way reads as they come; any other goes the full way (where the validator names the problem). */
@@ -107,25 +109,78 @@ export function directRoute(openapi: OpenApiDocument, route: DirectRoute, body: 
     if (!params({ ...values }) || !JSON_TYPES.has(req.headers['content-type'] ?? '')) return next();
     const q = req.query as Record<string, unknown>;
     if (!queryFits(q)) return next();
-    body.encoding(req, res, (error?: unknown) => {
+    const checked = (error?: unknown) => {
       if (error) return next(error);
-      body.json(req, res, (error?: unknown) => {
-        if (error) return next(error);
-        // The checks and the route read the query that was checked, not a second parse of it; passed on, the request has its own again.
-        Object.defineProperty(req, 'query', { value: q, writable: true, configurable: true, enumerable: true });
-        if ((requestBody!.required && req.body === undefined) || !payload(req.body) || inputProblem(req, () => parameters)) {
-          delete (req as { query?: unknown }).query;
-          return next();
-        }
-        req.params = values;
-        try {
-          Promise.resolve(route.handler(req, res, next)).catch(next);
-        } catch (error) {
-          next(error);
-        }
-      });
-    });
+      // The checks and the route read the query that was checked, not a second parse of it; passed on, the request has its own again.
+      Object.defineProperty(req, 'query', { value: q, writable: true, configurable: true, enumerable: true });
+      if ((requestBody!.required && req.body === undefined) || !payload(req.body) || inputProblem(req, () => parameters)) {
+        delete (req as { query?: unknown }).query;
+        return next();
+      }
+      req.params = values;
+      try {
+        Promise.resolve(route.handler(req, res, next)).catch(next);
+      } catch (error) {
+        next(error);
+      }
+    };
+    const length = req.headers['content-length'];
+    if (length !== undefined && req.headers['content-encoding'] === undefined && req.headers['transfer-encoding'] === undefined && DIGITS.test(length) && Number(length) <= body.limit) {
+      readJson(req, checked);
+    } else {
+      body.encoding(req, res, (error?: unknown) => (error ? next(error) : body.json(req, res, checked)));
+    }
   };
+}
+
+const DIGITS = /^\d{1,10}$/;
+const FIRST_NON_WHITESPACE = /^[\x20\x09\x0a\x0d]*([^\x20\x09\x0a\x0d]|$)/;
+
+/** An error the pipeline's JSON step would raise, for the one error handler: the same `type`, so the same answer. */
+const bodyError = (status: number, type: string, message: string) => Object.assign(new Error(message), { status, type });
+
+/**
+ * Reads a JSON body of the one shape a network server sends (identity
+ * encoding, a `Content-Length` within the cap; the JSON step reads any
+ * other) as the pipeline's JSON step (body-parser, strict) reads it: UTF-8
+ * with a leading byte-order mark dropped, an empty body as `{}`, and only an
+ * object or an array at the top, anything else refused as JSON that does not
+ * parse. Node's HTTP parser ends the body at its `Content-Length`.
+ */
+function readJson(req: Request, done: (error?: unknown) => void): void {
+  const chunks: Buffer[] = [];
+  let settled = false;
+  const settle = (error?: unknown) => {
+    if (settled) return;
+    settled = true;
+    req.off('data', onData);
+    req.off('end', onEnd);
+    req.off('error', onAbort);
+    req.off('aborted', onAbort);
+    done(error);
+  };
+  const onData = (chunk: Buffer) => chunks.push(chunk);
+  const onAbort = () => settle(bodyError(400, 'request.aborted', 'request aborted'));
+  const onEnd = () => {
+    let text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8');
+    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    if (text.length === 0) {
+      req.body = {};
+      return settle();
+    }
+    const first = text[0] === '{' || text[0] === '[' ? text[0] : FIRST_NON_WHITESPACE.exec(text)![1];
+    if (first !== '{' && first !== '[') return settle(bodyError(400, 'entity.parse.failed', 'JSON must be an object or an array'));
+    try {
+      req.body = JSON.parse(text);
+    } catch (error) {
+      return settle(bodyError(400, 'entity.parse.failed', (error as Error).message));
+    }
+    settle();
+  };
+  req.on('data', onData);
+  req.on('end', onEnd);
+  req.on('error', onAbort);
+  req.on('aborted', onAbort);
 }
 
 /** An Ajv for the document's schemas: its `date-time` is an instant (`isInstant`), as in the validator. */

@@ -7,11 +7,14 @@ import { eventually } from '../ingest/support.js';
 import { climateHex, deviceWhen, givenTranslator, logsOf } from '../translators/given.js';
 
 /**
- * A network server's webhook answers every input alike, whether its path ends
- * in a slash or not (the HTTP pipeline treats the two as one path). Each bad
- * input is sent both ways and must get the same status, media type and body;
- * each case also names the answer it expects, so a change that made both
- * ways wrong alike still fails.
+ * A network server's webhook answers every input alike whichever way it comes
+ * in. A call to `POST /api/integrations/<integration>/<connectorId>` takes the
+ * direct way (`api/direct.ts`); the same call with a trailing slash is left to
+ * the full HTTP pipeline (router, input check, OpenAPI validator), which
+ * treats the two paths as one (test/api/direct.test.ts shows which way each
+ * request takes). Each input is sent both ways and must get the same status,
+ * media type and body; each case also names the answer it expects, so a
+ * change that made both ways wrong alike still fails.
  */
 
 const EUI = '70b3d57ed0053a01';
@@ -28,7 +31,7 @@ interface Call {
   path: string;
   query?: string;
   headers?: Record<string, string>;
-  /** A string or bytes sent with its Content-Length; an array of chunks is sent chunked, without one. */
+  /** A string or bytes sent with its Content-Length; an array of chunks is sent as it comes, chunked unless the headers give a Content-Length. */
   body?: string | Buffer | Buffer[];
 }
 
@@ -39,7 +42,7 @@ interface Answer {
   requestId: string | undefined;
 }
 
-const webhook = suite<Ctx>('Webhooks: every input answered alike, with or without a trailing slash');
+const webhook = suite<Ctx>('Webhooks: the direct way in answers every input as the full HTTP pipeline does');
 
 webhook.before(async (ctx) => {
   ctx.t = await startTestPlatform();
@@ -68,8 +71,14 @@ function send(t: TestPlatform, call: Call): Promise<Answer> {
     // The server may answer (413) before the whole body is sent, and close; the answer is what counts.
     req.on('error', (err) => (err as NodeJS.ErrnoException).code === 'EPIPE' || (err as NodeJS.ErrnoException).code === 'ECONNRESET' ? undefined : reject(err));
     if (Array.isArray(call.body)) {
-      for (const chunk of call.body) req.write(chunk);
-      req.end();
+      const chunks = call.body;
+      // Each chunk in a write of its own, a moment apart, so the server reads them as separate chunks.
+      const next = (i: number): void => {
+        if (i === chunks.length) return void req.end();
+        req.write(chunks[i]);
+        setTimeout(() => next(i + 1), 5);
+      };
+      next(0);
     } else if (call.body !== undefined) {
       req.setHeader('content-length', Buffer.byteLength(call.body));
       req.end(call.body);
@@ -79,7 +88,7 @@ function send(t: TestPlatform, call: Call): Promise<Answer> {
   });
 }
 
-/** The call as it is, and with a trailing slash on its path. */
+/** The call as it is (the direct way), and with a trailing slash on its path (the full pipeline). */
 async function bothWays(t: TestPlatform, call: Call): Promise<{ bare: Answer; slashed: Answer }> {
   const bare = await send(t, call);
   const slashed = await send(t, { ...call, path: `${call.path}/` });
@@ -137,6 +146,31 @@ const CASES: Case[] = [
   { name: 'an uplink of a device the connector does not know', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: upEvent(UNKNOWN_EUI) }), status: 200, says: '{"stored":0}' },
   { name: "ThingPark's empty parameters", call: (ctx) => ({ path: hook(ctx), query: 'event=up&LrnInfos=&AS_ID=', headers: auth(ctx), body: upEvent(UNKNOWN_EUI) }), status: 200, says: '{"stored":0}' },
   { name: 'a percent-encoded connector id', call: (ctx) => ({ path: `/api/integrations/chirpstack/${[...ctx.connectorId].map((c) => `%${c.charCodeAt(0).toString(16)}`).join('')}`, query: 'event=up', headers: auth(ctx), body: upEvent(UNKNOWN_EUI) }), status: 200, says: '{"stored":0}' },
+  { name: 'a byte-order mark before the JSON', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(upEvent(UNKNOWN_EUI))]) }), status: 200, says: '{"stored":0}' },
+  { name: 'whitespace before the JSON', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: ` \r\n\t${upEvent(UNKNOWN_EUI)}` }), status: 200, says: '{"stored":0}' },
+  { name: 'a body of whitespace only', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: ' \n ' }), status: 422, says: 'ERR - body is not valid JSON' },
+  { name: 'a byte-order mark alone', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: Buffer.from([0xef, 0xbb, 0xbf]) }), status: 422, says: 'ERR - ' },
+  { name: 'a JSON number for a body', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: ' 42' }), status: 422, says: 'ERR - body is not valid JSON' },
+  { name: 'JSON null for a body', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: 'null' }), status: 422, says: 'ERR - body is not valid JSON' },
+  { name: 'text after the JSON', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: `${upEvent(UNKNOWN_EUI)} x` }), status: 422, says: 'ERR - body is not valid JSON' },
+  { name: 'bytes that are not UTF-8 in a string', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: auth(ctx), body: Buffer.concat([Buffer.from('{"deviceInfo":{"devEui":"'), Buffer.from([0xff, 0xc3]), Buffer.from('"}}')]) }), status: 422, says: 'ERR - ' },
+  { name: 'a body in chunks that split a character, with its Content-Length', call: (ctx) => {
+    const text = Buffer.from(upEvent(UNKNOWN_EUI, { note: 'température °C ✓' }));
+    const at = text.indexOf(Buffer.from('°')) + 1;
+    return { path: hook(ctx), query: 'event=up', headers: { ...auth(ctx), 'content-length': String(text.length) }, body: [text.subarray(0, at), text.subarray(at)] };
+  }, status: 200, says: '{"stored":0}' },
+  { name: 'a body in chunks, chunked', call: (ctx) => {
+    const text = Buffer.from(upEvent(UNKNOWN_EUI));
+    return { path: hook(ctx), query: 'event=up', headers: auth(ctx), body: [text.subarray(0, 40), text.subarray(40)] };
+  }, status: 200, says: '{"stored":0}' },
+  { name: 'a Content-Length of exactly 1 MiB', call: (ctx) => {
+    const event = upEvent(UNKNOWN_EUI, { pad: '' });
+    return { path: hook(ctx), query: 'event=up', headers: auth(ctx), body: event.replace('"pad":""', `"pad":"${'x'.repeat(1024 * 1024 - Buffer.byteLength(event))}"`) };
+  }, status: 200, says: '{"stored":0}' },
+  { name: 'a Content-Length of 1 MiB and a byte', call: (ctx) => {
+    const event = upEvent(UNKNOWN_EUI, { pad: '' });
+    return { path: hook(ctx), query: 'event=up', headers: auth(ctx), body: event.replace('"pad":""', `"pad":"${'x'.repeat(1024 * 1024 + 1 - Buffer.byteLength(event))}"`) };
+  }, status: 413, says: 'ERR - body is larger than 1048576 bytes' },
   { name: 'a gzip body', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: { ...auth(ctx), 'content-encoding': 'gzip' }, body: gzipSync(upEvent(UNKNOWN_EUI)) }), status: 200, says: '{"stored":0}' },
   { name: 'a charset of UTF-8 named', call: (ctx) => ({ path: hook(ctx), query: 'event=up', headers: { ...auth(ctx), 'content-type': 'application/json; charset=utf-8' }, body: upEvent(UNKNOWN_EUI) }), status: 200, says: '{"stored":0}' },
   { name: 'an event ChirpStack names that the platform does not take', call: (ctx) => ({ path: hook(ctx), query: 'event=integration', headers: auth(ctx), body: upEvent(EUI) }), status: 200, says: '{"stored":0}' },
