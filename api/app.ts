@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import express, { type Express, type RequestHandler } from 'express';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import express, { type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import swaggerUi from 'swagger-ui-express';
 import type { Deps } from './deps.js';
@@ -10,8 +12,8 @@ import { NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
 import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
 import { checkInput, contentEncoding, isInstant } from './input.js';
-import { timeRequests, type Metrics } from './metrics.js';
-import { directRoute, type DirectRoute } from './direct.js';
+import { requestTimer, timeRequests, type Metrics } from './metrics.js';
+import { directRoute, type DirectRoute, type Pipeline } from './direct.js';
 
 /** Body cap for JSON requests, in bytes (1 MiB); larger bodies get 413. */
 export const JSON_LIMIT = 1024 * 1024;
@@ -21,7 +23,7 @@ export interface Routes {
   parsers?: RequestHandler[];
   /** Mounted after validation and authentication, in order. */
   routers: express.Router[];
-  /** Operations called at a machine's rate (webhooks), taken in right after the request id, ahead of the generic pipeline (`api/direct.ts`). */
+  /** Operations called at a machine's rate (webhooks), taken in ahead of the generic pipeline when valid (`api/direct.ts`). */
   direct?: DirectRoute[];
   /** The control panel, served at `/` before authentication (its pages are public; its data comes from the API). */
   panel?: express.Router;
@@ -32,28 +34,38 @@ export interface Routes {
 }
 
 /**
- * The HTTP pipeline: request id and logger, the direct way in of the
- * webhooks, body parsing, the OpenAPI document (validation, docs),
- * authentication and the role check, the capability routers, then the one
- * error handler.
+ * The HTTP pipeline: request id and logger, body parsing, the OpenAPI
+ * document (validation, docs), authentication and the role check, the
+ * capability routers, then the one error handler. The server's listener
+ * offers each request first to the direct routes (`api/direct.ts`), which
+ * take the valid calls of their operation and leave every other request to
+ * the pipeline.
  */
-export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes): Express {
+export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes): RequestListener {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'extended');
   app.set('trust proxy', false);
 
+  // Once per request: one the direct way took and handed on keeps its id, logger and timer.
+  const stamp = (req: IncomingMessage & { id?: string; log?: Logger }, res: ServerResponse): { id: string; log: Logger } => {
+    if (!req.id) {
+      req.id = randomUUID();
+      req.log = deps.log.child({ reqId: req.id });
+      res.setHeader('X-Request-Id', req.id);
+    }
+    return { id: req.id, log: req.log! };
+  };
   app.use((req, res, next) => {
-    req.id = randomUUID();
-    req.log = deps.log.child({ reqId: req.id });
-    res.setHeader('X-Request-Id', req.id);
+    stamp(req, res);
     next();
   });
   const operationOf = operationMatcher(openapi);
-  if (routes.metrics?.requests) app.use(timeRequests(routes.metrics.requests, operationOf));
-  const encoding = contentEncoding();
-  const json = express.json({ limit: JSON_LIMIT });
-  for (const route of routes.direct ?? []) app.use(directRoute(openapi, route, { encoding, json, limit: JSON_LIMIT }));
+  const time = routes.metrics?.requests ? requestTimer(routes.metrics.requests) : null;
+  if (time) app.use(timeRequests(time, operationOf));
+  // An error the direct way met on a request it took goes straight to the error handler.
+  const carried = new WeakMap<IncomingMessage, unknown>();
+  app.use((req, _res, next) => next(carried.get(req)));
   if (routes.metrics) app.get('/metrics', routes.metrics.route);
   app.get('/api/openapi.json', (_req, res) => {
     res.json(openapi);
@@ -72,8 +84,8 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   app.use(deprecation(operationOf));
   app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
   app.use(authorizeMethod(deps, operationOf));
-  app.use(encoding);
-  app.use(json);
+  app.use(contentEncoding());
+  app.use(express.json({ limit: JSON_LIMIT }));
 
   for (const parser of routes.parsers ?? []) app.use(parser);
   // Text and shape limits (NUL, lone surrogates, depth, key length) before the validator or a route walks the input.
@@ -97,7 +109,25 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
 
   app.use((_req, _res, next) => next(new NotFoundError()));
   app.use(errorHandler);
-  return app;
+
+  const pipeline: Pipeline = {
+    full: (req, res) => app(req as express.Request, res as express.Response),
+    fail: (req, res, error) => {
+      carried.set(req, error);
+      app(req as express.Request, res as express.Response);
+    },
+    stamp,
+    time,
+    parseQuery: app.get('query parser fn'),
+    etag: app.get('etag fn') ?? null,
+    limit: JSON_LIMIT,
+  };
+  const direct = (routes.direct ?? []).map((route) => directRoute(openapi, route, pipeline));
+  if (!direct.length) return app;
+  return (req, res) => {
+    for (const take of direct) if (take(req, res)) return;
+    app(req as express.Request, res as express.Response);
+  };
 }
 
 /** An operation the document marks `security: []`. */

@@ -1,62 +1,94 @@
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { operationsOf, type OpenApiDocument, type Parameter } from './openapi.js';
 import { inputProblem, isInstant } from './input.js';
+import type { RequestTimer } from './metrics.js';
+
+/** A request as an operation's handler reads it, whichever way it came in. */
+export interface DirectCall {
+  /** Path parameters by name, decoded. */
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+  headers: IncomingHttpHeaders;
+  remoteAddress: string | undefined;
+  /** The request id: also the correlation id of every event the call writes. */
+  id: string;
+  log: Logger;
+}
 
 /**
  * An operation called at a machine's rate (a network server's webhook) that
- * comes in directly, instead of through the generic pipeline: its handler is
- * the one its router also mounts.
+ * is taken in directly, ahead of the generic pipeline; `handle` decides what
+ * it does, and its router calls the same function.
  */
 export interface DirectRoute {
   method: string;
   /** The operation's path in the OpenAPI document, such as `/api/integrations/{integration}/{connectorId}`. */
   template: string;
-  handler: (req: Request, res: Response, next: NextFunction) => unknown;
+  /** The JSON body of the operation's 200 answer, or an error for the one error handler. */
+  handle: (call: DirectCall) => Promise<unknown>;
 }
 
-/** The body steps of the generic pipeline, shared so a body is read and refused in one way: `Content-Encoding`, then JSON. */
-export interface BodySteps {
-  encoding: RequestHandler;
-  json: RequestHandler;
-  /** The JSON step's cap, in bytes. */
+/** What the direct way shares with the HTTP pipeline (`api/app.ts`), so a request is stamped, timed, refused and answered in one way. */
+export interface Pipeline {
+  /** The full pipeline: for a request the direct way does not take, or hands on with its body read, to be refused there. */
+  full: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The one error handler, for a request the direct way took (already stamped and timed). */
+  fail: (req: IncomingMessage, res: ServerResponse, error: unknown) => void;
+  /** Gives a request its id and logger (`X-Request-Id`), once. */
+  stamp: (req: IncomingMessage, res: ServerResponse) => { id: string; log: Logger };
+  /** The request timer, when metrics are on. */
+  time: RequestTimer | null;
+  /** The pipeline's query parser. */
+  parseQuery: (text: string | null) => Record<string, unknown>;
+  /** The pipeline's ETag of a JSON answer, so an answer given here carries the same one. */
+  etag: ((body: Buffer, encoding: 'utf8') => string | undefined) | null;
+  /** The cap of a JSON body, in bytes. */
   limit: number;
 }
 
-/** Content types the direct way reads as they come; any other goes the full way (where the validator names the problem). */
+/** Content types the direct way takes as they come; the validator has the last word on any other. */
 const JSON_TYPES = new Set(['application/json', 'application/json; charset=utf-8']);
 
 /**
- * The direct way in for one operation, mounted right after the request id
- * and the request timer. Every request walks the generic pipeline's router,
- * its per-request middlewares and the OpenAPI validator, whose cost a
- * webhook pays per message; this takes the one operation's requests off it,
- * for the same answers:
+ * The direct way in for one operation: a request listener that takes the
+ * operation's valid requests and answers them, and returns false for every
+ * other request, which the HTTP server gives to the full pipeline. Express's
+ * per-request work (its router walking every layer, its request and response
+ * objects, the per-request middlewares, the OpenAPI validator scanning every
+ * path) costs a webhook more than its own work; this keeps what it guarantees:
  *
- * - It takes only `method` on exactly the template's path, its parameters
- *   free of percent-escapes; every other request is passed on untouched.
+ * - It takes only `method` on exactly the template's path, as printable
+ *   ASCII without percent-escapes, with the document's JSON media type, a
+ *   `Content-Length` within the cap and no `Content-Encoding`.
  * - The operation's parameter and body schemas are compiled from the
- *   document, once: path parameters, the query (no parameter the document
- *   does not list, no empty value unless it allows one) and the body.
- * - The body goes through the pipeline's own encoding and JSON steps, so size,
- *   encoding and syntax errors are the same errors, answered by the one error
- *   handler; then `inputProblem`, the input check of every request.
- * - A request that fails any check of its own is passed on to the full
- *   pipeline (a body already read is not read again), whose validator and
- *   input check refuse it with the answer they always give: the direct way
- *   answers only requests it has found valid, so a refusal is never worded
- *   twice. Its checks are at least as strict as the validator's.
+ *   document once: path parameters, the query (parsed by the pipeline's own
+ *   parser; no parameter the document does not list, no empty value unless
+ *   it allows one) and the body; then `inputProblem`, the input check of every
+ *   request.
+ * - A request it takes gets its id and logger and is timed as any request
+ *   is; its body is read as the pipeline's JSON step reads it. A body that
+ *   does not parse goes to the one error handler as that step's error would;
+ *   a request that fails any other check is handed on, its body read, to the
+ *   full pipeline, whose validator and input check refuse it with the answer
+ *   they always give: the direct way answers only requests it finds valid, so
+ *   a refusal is worded in one place. Its checks are at least as strict as
+ *   the validator's.
+ * - The handler's answer is written as express writes JSON (same headers,
+ *   the pipeline's ETag); its errors go to the one error handler.
  *
- * What the generic pipeline does before the body (the `Deprecation` header,
+ * What the pipeline does before reading a body (the `Deprecation` header,
  * authentication, the role check) must have nothing to do for the operation:
- * it is public (`security: []`, its handler authenticates the caller), not
- * deprecated and has no `x-resource`. Any of these, a header or cookie
+ * it is public (`security: []`: its handler authenticates the caller), not
+ * deprecated, and has no `x-resource`. Any of these, a header or cookie
  * parameter, a body other than JSON, a `readOnly` property (which the
  * validator refuses in requests) or another operation on paths this one
  * takes fails at start.
  */
-export function directRoute(openapi: OpenApiDocument, route: DirectRoute, body: BodySteps): RequestHandler {
+export function directRoute(openapi: OpenApiDocument, route: DirectRoute, pipeline: Pipeline): (req: IncomingMessage, res: ServerResponse) => boolean {
   const method = route.method.toUpperCase();
   const operations = operationsOf(openapi);
   const operation = operations.find((o) => o.method === method && o.template === route.template);
@@ -69,113 +101,126 @@ export function directRoute(openapi: OpenApiDocument, route: DirectRoute, body: 
   if (spec.deprecated === true) refuse('it is deprecated');
   if (spec['x-resource'] !== undefined) refuse('it has an x-resource');
   if (parameters.some((p) => p.in !== 'path' && p.in !== 'query')) refuse('it has header or cookie parameters');
-  const requestBody = spec.requestBody as { required?: boolean; content?: Record<string, { schema?: unknown }> } | undefined;
+  const requestBody = spec.requestBody as { content?: Record<string, { schema?: unknown }> } | undefined;
   const media = Object.keys(requestBody?.content ?? {});
-  if (!requestBody || media.length !== 1 || media[0] !== 'application/json') refuse('its body is not JSON alone');
+  if (media.length !== 1 || media[0] !== 'application/json') refuse('its body is not JSON alone');
   const overlapping = operations.find((o) => o !== operation && o.method === method && overlaps(o.template, route.template));
   if (overlapping) refuse(`${overlapping.template} takes some of its paths`);
-
-  const schemas = { components: openapi.components };
   const bodySchema = requestBody!.content!['application/json']!.schema ?? {};
   if (mentions(bodySchema, 'readOnly', openapi) || parameters.some((p) => mentions(p.schema, 'readOnly', openapi))) refuse('its request has readOnly properties');
 
   const names = [...route.template.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
-  const pattern = new RegExp('^' + route.template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '([^/%]+)') + '$');
   const inPath = parameters.filter((p) => p.in === 'path');
   if (inPath.length !== names.length || !names.every((n) => inPath.some((p) => p.name === n))) refuse('its path parameters differ from its template');
   const inQuery = parameters.filter((p) => p.in === 'query');
   const emptyAllowed = new Set(inQuery.filter((p) => p.allowEmptyValue === true).map((p) => p.name));
+  // Printable ASCII only: a segment without `/`, `?`, `#` or `%` (what the router would decode), a query without `#`.
+  const pattern = new RegExp(
+    '^' + route.template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '([\\x21\\x22\\x24\\x26-\\x2e\\x30-\\x3e\\x40-\\x7e]+)') + '(?:\\?([\\x21\\x22\\x24-\\x7e]*))?$',
+  );
 
-  // Parameters are coerced from text as the validator coerces them; the body is taken as sent.
-  const params = compile(true, { ...schemas, ...objectOf(inPath, false) });
-  const query = compile(true, { ...schemas, ...objectOf(inQuery, true) });
-  const payload = compile(false, { ...schemas, allOf: [bodySchema] });
-
-  const queryFits = (q: Record<string, unknown>): boolean => {
-    for (const key in q) {
-      const value = q[key];
+  // Parameters are coerced from text as the validator coerces them (each check gets a copy); the body is taken as sent.
+  const schemas = { components: openapi.components };
+  const checkParams = compile(true, { ...schemas, ...objectOf(inPath, false) });
+  const checkQuery = compile(true, { ...schemas, ...objectOf(inQuery, true) });
+  const checkBody = compile(false, { ...schemas, allOf: [bodySchema] });
+  const queryFits = (query: Record<string, unknown>): boolean => {
+    for (const key in query) {
+      const value = query[key];
       if (typeof value !== 'string' || (value === '' && !emptyAllowed.has(key))) return false;
     }
-    // A copy: coercion writes into what it checks, and the route reads the query as sent.
-    return query({ ...q });
+    return checkQuery({ ...query });
   };
 
-  return (req, res, next) => {
-    if (req.method !== method) return next();
-    const match = pattern.exec(req.path);
-    if (!match) return next();
-    const values: Record<string, string> = {};
-    for (let i = 0; i < names.length; i++) values[names[i]!] = match[i + 1]!;
-    if (!params({ ...values }) || !JSON_TYPES.has(req.headers['content-type'] ?? '')) return next();
-    const q = req.query as Record<string, unknown>;
-    if (!queryFits(q)) return next();
-    const checked = (error?: unknown) => {
-      if (error) return next(error);
-      // The checks and the route read the query that was checked, not a second parse of it; passed on, the request has its own again.
-      Object.defineProperty(req, 'query', { value: q, writable: true, configurable: true, enumerable: true });
-      if ((requestBody!.required && req.body === undefined) || !payload(req.body) || inputProblem(req, () => parameters)) {
-        delete (req as { query?: unknown }).query;
-        return next();
-      }
-      req.params = values;
-      try {
-        Promise.resolve(route.handler(req, res, next)).catch(next);
-      } catch (error) {
-        next(error);
-      }
-    };
+  const answer = (res: ServerResponse, value: unknown) => {
+    // As express's `res.json` writes it with the pipeline's settings: the same headers, in the same order.
+    const body = Buffer.from(JSON.stringify(value), 'utf8');
+    res.statusCode = 200;
+    res.setHeader('Content-Type', 'application/json; charset=utf-8');
+    res.setHeader('Content-Length', body.length);
+    const etag = pipeline.etag?.(body, 'utf8');
+    if (etag) res.setHeader('ETag', etag);
+    res.end(body);
+  };
+
+  return (req, res) => {
+    if (req.method !== method) return false;
+    const match = pattern.exec(req.url ?? '');
+    if (!match) return false;
+    const params: Record<string, string> = {};
+    for (let i = 0; i < names.length; i++) params[names[i]!] = match[i + 1]!;
+    if (!checkParams({ ...params }) || !JSON_TYPES.has(req.headers['content-type'] ?? '')) return false;
     const length = req.headers['content-length'];
-    if (length !== undefined && req.headers['content-encoding'] === undefined && req.headers['transfer-encoding'] === undefined && DIGITS.test(length) && Number(length) <= body.limit) {
-      readJson(req, checked);
-    } else {
-      body.encoding(req, res, (error?: unknown) => (error ? next(error) : body.json(req, res, checked)));
-    }
+    if (length === undefined || !DIGITS.test(length) || Number(length) > pipeline.limit) return false;
+    if (req.headers['content-encoding'] !== undefined || req.headers['transfer-encoding'] !== undefined) return false;
+    const search = match[names.length + 1];
+    const query = pipeline.parseQuery(search ?? null);
+    if (!queryFits(query)) return false;
+
+    // Taken: answered here, or handed on.
+    const { id, log } = pipeline.stamp(req, res);
+    pipeline.time?.(req, res, route.template);
+    readJson(req, (error, body) => {
+      if (error) return pipeline.fail(req, res, error);
+      const path = search === undefined ? req.url! : req.url!.slice(0, -search.length - 1);
+      if (!checkBody(body) || inputProblem({ path, query, body }, () => parameters)) return pipeline.full(req, res);
+      let handled: Promise<unknown>;
+      try {
+        handled = route.handle({ params, query, body, headers: req.headers, remoteAddress: req.socket.remoteAddress, id, log });
+      } catch (error) {
+        return pipeline.fail(req, res, error);
+      }
+      handled.then(
+        (value) => answer(res, value),
+        (error: unknown) => pipeline.fail(req, res, error),
+      );
+    });
+    return true;
   };
 }
 
 const DIGITS = /^\d{1,10}$/;
 const FIRST_NON_WHITESPACE = /^[\x20\x09\x0a\x0d]*([^\x20\x09\x0a\x0d]|$)/;
 
-/** An error the pipeline's JSON step would raise, for the one error handler: the same `type`, so the same answer. */
+/** An error the pipeline's JSON step (body-parser) raises, for the one error handler: the same `type`, so the same answer. */
 const bodyError = (status: number, type: string, message: string) => Object.assign(new Error(message), { status, type });
 
 /**
- * Reads a JSON body of the one shape a network server sends (identity
- * encoding, a `Content-Length` within the cap; the JSON step reads any
- * other) as the pipeline's JSON step (body-parser, strict) reads it: UTF-8
- * with a leading byte-order mark dropped, an empty body as `{}`, and only an
- * object or an array at the top, anything else refused as JSON that does not
- * parse. Node's HTTP parser ends the body at its `Content-Length`.
+ * Reads a JSON body as the pipeline's JSON step (body-parser, strict) reads
+ * it: UTF-8 with a leading byte-order mark dropped, an empty body as `{}`,
+ * and only an object or an array at the top, anything else refused as JSON
+ * that does not parse. Node's HTTP parser ends the body at its
+ * `Content-Length`. The body is also left on the request (`req.body`, the
+ * stream read to its end), where the full pipeline's JSON step finds it.
  */
-function readJson(req: Request, done: (error?: unknown) => void): void {
+function readJson(req: IncomingMessage & { body?: unknown }, done: (error: unknown, body?: unknown) => void): void {
   const chunks: Buffer[] = [];
   let settled = false;
-  const settle = (error?: unknown) => {
+  const settle = (error: unknown, body?: unknown) => {
     if (settled) return;
     settled = true;
     req.off('data', onData);
     req.off('end', onEnd);
     req.off('error', onAbort);
     req.off('aborted', onAbort);
-    done(error);
+    if (!error) req.body = body;
+    done(error, body);
   };
   const onData = (chunk: Buffer) => chunks.push(chunk);
   const onAbort = () => settle(bodyError(400, 'request.aborted', 'request aborted'));
   const onEnd = () => {
     let text = (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8');
     if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-    if (text.length === 0) {
-      req.body = {};
-      return settle();
-    }
+    if (text.length === 0) return settle(null, {});
     const first = text[0] === '{' || text[0] === '[' ? text[0] : FIRST_NON_WHITESPACE.exec(text)![1];
     if (first !== '{' && first !== '[') return settle(bodyError(400, 'entity.parse.failed', 'JSON must be an object or an array'));
+    let body: unknown;
     try {
-      req.body = JSON.parse(text);
+      body = JSON.parse(text);
     } catch (error) {
       return settle(bodyError(400, 'entity.parse.failed', (error as Error).message));
     }
-    settle();
+    settle(null, body);
   };
   req.on('data', onData);
   req.on('end', onEnd);

@@ -1,4 +1,4 @@
-import type { Request, RequestHandler } from 'express';
+import type { RequestHandler } from 'express';
 import { jsonProblem, textProblem } from '../domain/shared/json.js';
 import type { Operation, Parameter } from './openapi.js';
 import { BadRequestError, type PlatformError, UnsupportedMediaTypeError, ValidationError } from '../domain/shared/errors.js';
@@ -35,14 +35,21 @@ export function contentEncoding(): RequestHandler {
  */
 export function checkInput(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
   return (req, _res, next) => {
-    const problem = inputProblem(req, () => operationOf(req.method, req.path)?.parameters ?? []);
+    const problem = inputProblem({ path: req.path, query: req.query as Record<string, unknown>, body: req.body }, () => operationOf(req.method, req.path)?.parameters ?? []);
     if (problem) return next(problem);
     next();
   };
 }
 
+/** What a request carries as text: its path as sent, its parsed query, its parsed body (if any). */
+export interface RequestInput {
+  path: string;
+  query: Record<string, unknown>;
+  body: unknown;
+}
+
 /** What `checkInput` refuses in a request, or null; `parameters` are its operation's (read only when the query is otherwise fine). */
-export function inputProblem(req: Request, parameters: () => readonly Parameter[]): PlatformError | null {
+export function inputProblem(req: RequestInput, parameters: () => readonly Parameter[]): PlatformError | null {
   let path: string;
   try {
     path = decodeURIComponent(req.path);
@@ -56,7 +63,7 @@ export function inputProblem(req: Request, parameters: () => readonly Parameter[
   // The validator coerces `1e309` to Infinity and lets it pass a `maximum`; a number parameter must be finite first.
   for (const p of parameters()) {
     if (p.in !== 'query' || (p.schema?.type !== 'number' && p.schema?.type !== 'integer')) continue;
-    const raw = (req.query as Record<string, unknown>)[p.name];
+    const raw = req.query[p.name];
     if (typeof raw === 'string' && raw.trim() !== '' && !Number.isFinite(Number(raw))) return ValidationError.field(p.name, 'must be a finite number');
   }
   if (req.body !== undefined) {
