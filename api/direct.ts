@@ -143,37 +143,46 @@ export function directRoute(openapi: OpenApiDocument, route: DirectRoute, pipeli
     res.end(body);
   };
 
-  return (req, res) => {
-    if (req.method !== method) return false;
+  /** The request's parameters and query when it is one to take, else null. */
+  const takes = (req: IncomingMessage): { params: Record<string, string>; query: Record<string, unknown>; path: string } | null => {
+    if (req.method !== method) return null;
     const match = pattern.exec(req.url ?? '');
-    if (!match) return false;
+    if (!match) return null;
     const params: Record<string, string> = {};
     for (let i = 0; i < names.length; i++) params[names[i]!] = match[i + 1]!;
-    if (!checkParams({ ...params }) || !JSON_TYPES.has(req.headers['content-type'] ?? '')) return false;
+    if (!checkParams({ ...params }) || !JSON_TYPES.has(req.headers['content-type'] ?? '')) return null;
     const length = req.headers['content-length'];
-    if (length === undefined || !DIGITS.test(length) || Number(length) > pipeline.limit) return false;
-    if (req.headers['content-encoding'] !== undefined || req.headers['transfer-encoding'] !== undefined) return false;
+    if (length === undefined || !DIGITS.test(length) || Number(length) > pipeline.limit) return null;
+    if (req.headers['content-encoding'] !== undefined || req.headers['transfer-encoding'] !== undefined) return null;
     const search = match[names.length + 1];
     const query = pipeline.parseQuery(search ?? null);
-    if (!queryFits(query)) return false;
+    if (!queryFits(query)) return null;
+    return { params, query, path: search === undefined ? req.url! : req.url!.slice(0, -search.length - 1) };
+  };
 
-    // Taken: answered here, or handed on.
+  return (req, res) => {
+    let taken: ReturnType<typeof takes>;
+    try {
+      taken = takes(req);
+    } catch {
+      // Nothing the checks cannot read is taken: the full pipeline reads it its own way.
+      taken = null;
+    }
+    if (!taken) return false;
+    const { params, query, path } = taken;
     const { id, log } = pipeline.stamp(req, res);
     pipeline.time?.(req, res, route.template);
     readJson(req, (error, body) => {
       if (error) return pipeline.fail(req, res, error);
-      const path = search === undefined ? req.url! : req.url!.slice(0, -search.length - 1);
-      if (!checkBody(body) || inputProblem({ path, query, body }, () => parameters)) return pipeline.full(req, res);
-      let handled: Promise<unknown>;
       try {
-        handled = route.handle({ params, query, body, headers: req.headers, remoteAddress: req.socket.remoteAddress, id, log });
+        if (!checkBody(body) || inputProblem({ path, query, body }, () => parameters)) return pipeline.full(req, res);
+        route
+          .handle({ params, query, body, headers: req.headers, remoteAddress: req.socket.remoteAddress, id, log })
+          .then((value) => answer(res, value))
+          .catch((error: unknown) => pipeline.fail(req, res, error));
       } catch (error) {
-        return pipeline.fail(req, res, error);
+        pipeline.fail(req, res, error);
       }
-      handled.then(
-        (value) => answer(res, value),
-        (error: unknown) => pipeline.fail(req, res, error),
-      );
     });
     return true;
   };
