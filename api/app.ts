@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import express, { type Express, type RequestHandler } from 'express';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import express, { type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import swaggerUi from 'swagger-ui-express';
 import type { Deps } from './deps.js';
@@ -10,16 +12,19 @@ import { NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
 import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
 import { checkInput, contentEncoding, isInstant } from './input.js';
-import { timeRequests, type Metrics } from './metrics.js';
+import { requestTimer, timeRequests, type Metrics } from './metrics.js';
+import { directRoute, type DirectRoute, type Pipeline } from './direct.js';
 
-/** Body cap for JSON requests; larger bodies get 413. */
-export const JSON_LIMIT = '1mb';
+/** Body cap for JSON requests, in bytes (1 MiB); larger bodies get 413. */
+export const JSON_LIMIT = 1024 * 1024;
 
 export interface Routes {
   /** Parsers of bodies other than JSON (multipart forms), run before validation so the document checks what they parsed. */
   parsers?: RequestHandler[];
   /** Mounted after validation and authentication, in order. */
   routers: express.Router[];
+  /** Operations called at a machine's rate (webhooks), taken in ahead of the generic pipeline when valid (`api/direct.ts`). */
+  direct?: DirectRoute[];
   /** The control panel, served at `/` before authentication (its pages are public; its data comes from the API). */
   panel?: express.Router;
   /** True when the platform is ready to serve (database, event store and projections up). */
@@ -29,24 +34,38 @@ export interface Routes {
 }
 
 /**
- * The HTTP pipeline: request id and logger, body parsing, the OpenAPI document
- * (validation, docs), authentication and the role check, the capability
- * routers, then the one error handler.
+ * The HTTP pipeline: request id and logger, body parsing, the OpenAPI
+ * document (validation, docs), authentication and the role check, the
+ * capability routers, then the one error handler. The server's listener
+ * offers each request first to the direct routes (`api/direct.ts`), which
+ * take the valid calls of their operation and leave every other request to
+ * the pipeline.
  */
-export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes): Express {
+export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes): RequestListener {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'extended');
   app.set('trust proxy', false);
 
+  // Once per request: one the direct way took and handed on keeps its id, logger and timer.
+  const stamp = (req: IncomingMessage & { id?: string; log?: Logger }, res: ServerResponse): { id: string; log: Logger } => {
+    if (!req.id) {
+      req.id = randomUUID();
+      req.log = deps.log.child({ reqId: req.id });
+      res.setHeader('X-Request-Id', req.id);
+    }
+    return { id: req.id, log: req.log! };
+  };
   app.use((req, res, next) => {
-    req.id = randomUUID();
-    req.log = deps.log.child({ reqId: req.id });
-    res.setHeader('X-Request-Id', req.id);
+    stamp(req, res);
     next();
   });
   const operationOf = operationMatcher(openapi);
-  if (routes.metrics?.requests) app.use(timeRequests(routes.metrics.requests, operationOf));
+  const time = routes.metrics?.requests ? requestTimer(routes.metrics.requests) : null;
+  if (time) app.use(timeRequests(time, operationOf));
+  // An error the direct way met on a request it took goes straight to the error handler.
+  const carried = new WeakMap<IncomingMessage, unknown>();
+  app.use((req, _res, next) => next(carried.get(req)));
   if (routes.metrics) app.get('/metrics', routes.metrics.route);
   app.get('/api/openapi.json', (_req, res) => {
     res.json(openapi);
@@ -90,7 +109,25 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
 
   app.use((_req, _res, next) => next(new NotFoundError()));
   app.use(errorHandler);
-  return app;
+
+  const pipeline: Pipeline = {
+    full: (req, res) => app(req as express.Request, res as express.Response),
+    fail: (req, res, error) => {
+      carried.set(req, error);
+      app(req as express.Request, res as express.Response);
+    },
+    stamp,
+    time,
+    parseQuery: app.get('query parser fn'),
+    etag: app.get('etag fn') ?? null,
+    limit: JSON_LIMIT,
+  };
+  const direct = (routes.direct ?? []).map((route) => directRoute(openapi, route, pipeline));
+  if (!direct.length) return app;
+  return (req, res) => {
+    for (const take of direct) if (take(req, res)) return;
+    app(req as express.Request, res as express.Response);
+  };
 }
 
 /** An operation the document marks `security: []`. */

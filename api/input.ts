@@ -1,7 +1,7 @@
 import type { RequestHandler } from 'express';
 import { jsonProblem, textProblem } from '../domain/shared/json.js';
-import type { Operation } from './openapi.js';
-import { BadRequestError, UnsupportedMediaTypeError, ValidationError } from '../domain/shared/errors.js';
+import type { Operation, Parameter } from './openapi.js';
+import { BadRequestError, type PlatformError, UnsupportedMediaTypeError, ValidationError } from '../domain/shared/errors.js';
 
 /** Content encodings a request body may arrive in; the JSON parser inflates them. */
 export const BODY_ENCODINGS = ['identity', 'gzip', 'deflate', 'br'] as const;
@@ -35,28 +35,42 @@ export function contentEncoding(): RequestHandler {
  */
 export function checkInput(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
   return (req, _res, next) => {
-    let path: string;
-    try {
-      path = decodeURIComponent(req.path);
-    } catch {
-      return next(new BadRequestError('ERR - path is not valid percent-encoded UTF-8'));
-    }
-    const inPath = textProblem(path);
-    if (inPath) return next(ValidationError.field('path', inPath));
-    const query = jsonProblem(req.query);
-    if (query) return next(ValidationError.field(query.path || 'query', query.why));
-    // The validator coerces `1e309` to Infinity and lets it pass a `maximum`; a number parameter must be finite first.
-    for (const p of operationOf(req.method, req.path)?.parameters ?? []) {
-      if (p.in !== 'query' || (p.schema?.type !== 'number' && p.schema?.type !== 'integer')) continue;
-      const raw = (req.query as Record<string, unknown>)[p.name];
-      if (typeof raw === 'string' && raw.trim() !== '' && !Number.isFinite(Number(raw))) return next(ValidationError.field(p.name, 'must be a finite number'));
-    }
-    if (req.body !== undefined) {
-      const body = jsonProblem(req.body);
-      if (body) return next(ValidationError.field(body.path || 'body', body.why));
-    }
+    const problem = inputProblem({ path: req.path, query: req.query as Record<string, unknown>, body: req.body }, () => operationOf(req.method, req.path)?.parameters ?? []);
+    if (problem) return next(problem);
     next();
   };
+}
+
+/** What a request carries as text: its path as sent, its parsed query, its parsed body (if any). */
+export interface RequestInput {
+  path: string;
+  query: Record<string, unknown>;
+  body: unknown;
+}
+
+/** What `checkInput` refuses in a request, or null; `parameters` are its operation's (read only when the query is otherwise fine). */
+export function inputProblem(req: RequestInput, parameters: () => readonly Parameter[]): PlatformError | null {
+  let path: string;
+  try {
+    path = decodeURIComponent(req.path);
+  } catch {
+    return new BadRequestError('ERR - path is not valid percent-encoded UTF-8');
+  }
+  const inPath = textProblem(path);
+  if (inPath) return ValidationError.field('path', inPath);
+  const query = jsonProblem(req.query);
+  if (query) return ValidationError.field(query.path || 'query', query.why);
+  // The validator coerces `1e309` to Infinity and lets it pass a `maximum`; a number parameter must be finite first.
+  for (const p of parameters()) {
+    if (p.in !== 'query' || (p.schema?.type !== 'number' && p.schema?.type !== 'integer')) continue;
+    const raw = req.query[p.name];
+    if (typeof raw === 'string' && raw.trim() !== '' && !Number.isFinite(Number(raw))) return ValidationError.field(p.name, 'must be a finite number');
+  }
+  if (req.body !== undefined) {
+    const body = jsonProblem(req.body);
+    if (body) return ValidationError.field(body.path || 'body', body.why);
+  }
+  return null;
 }
 
 const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
@@ -180,13 +181,33 @@ export function metricsRoute(token: string | null, metrics: Metrics | null): Req
 /** The paths outside the OpenAPI document that the platform answers itself. */
 const FIXED = ['/api/openapi.json', '/api/docs', '/metrics'];
 
+/** Times one request under `route` (an OpenAPI path template or a fixed name), from now to the last byte of its answer. */
+export type RequestTimer = (req: IncomingMessage, res: ServerResponse, route: string) => void;
+
 /**
- * Times every request into `platform_http_request_duration_seconds`, labelled
- * by the document's path template (`/api/iotnodes/{id}`), so label values stay
- * bounded whatever paths clients send: a path of no operation is `unmatched`,
- * a control-panel page or asset is `panel`.
+ * The timer of `platform_http_request_duration_seconds`: each request once,
+ * so one that the direct way in took and then handed on to the full pipeline
+ * counts once, from its arrival.
  */
-export function timeRequests(requests: Metrics['http'], operationOf: (method: string, path: string) => Operation | null): RequestHandler {
+export function requestTimer(requests: Metrics['http']): RequestTimer {
+  const timed = new WeakSet<IncomingMessage>();
+  return (req, res, route) => {
+    if (timed.has(req)) return;
+    timed.add(req);
+    const started = performance.now();
+    res.once('finish', () => {
+      requests.observe({ method: req.method ?? '', route, status: String(res.statusCode) }, (performance.now() - started) / 1000);
+    });
+  };
+}
+
+/**
+ * Times every request, labelled by the document's path template
+ * (`/api/iotnodes/{id}`), so label values stay bounded whatever paths clients
+ * send: a path of no operation is `unmatched`, a control-panel page or asset
+ * is `panel`.
+ */
+export function timeRequests(time: RequestTimer, operationOf: (method: string, path: string) => Operation | null): RequestHandler {
   const routeOf = (req: Request): string => {
     const operation = operationOf(req.method, req.path);
     if (operation) return operation.template;
@@ -195,11 +216,7 @@ export function timeRequests(requests: Metrics['http'], operationOf: (method: st
     return /^\/(api|mqtt)(\/|$)/.test(req.path) ? 'unmatched' : 'panel';
   };
   return (req, res, next) => {
-    const started = performance.now();
-    const route = routeOf(req);
-    res.once('finish', () => {
-      requests.observe({ method: req.method, route, status: String(res.statusCode) }, (performance.now() - started) / 1000);
-    });
+    time(req, res, routeOf(req));
     next();
   };
 }

@@ -27,7 +27,26 @@ export interface Operation {
 export interface Parameter {
   name: string;
   in: string;
+  required?: boolean;
+  allowEmptyValue?: boolean;
   schema?: { type?: string } & Record<string, unknown>;
+}
+
+/** Every operation of the document, with its parameters and its path's, `$ref`s resolved. */
+export function operationsOf(openapi: OpenApiDocument): Operation[] {
+  const operations: Operation[] = [];
+  const shared = (openapi.components.parameters ?? {}) as Record<string, Parameter>;
+  const resolve = (p: Parameter & { $ref?: string }): Parameter => (p.$ref ? shared[p.$ref.split('/').pop()!]! : p);
+  for (const [template, item] of Object.entries(openapi.paths)) {
+    const onPath = ((item.parameters ?? []) as Parameter[]).map(resolve);
+    for (const [method, spec] of Object.entries(item)) {
+      if (method === 'parameters' || typeof spec !== 'object' || spec === null) continue;
+      const own = (((spec as { parameters?: Parameter[] }).parameters ?? []) as Parameter[]).map(resolve);
+      const parameters = [...onPath.filter((p) => !own.some((o) => o.name === p.name && o.in === p.in)), ...own];
+      operations.push({ method: method.toUpperCase(), template, spec: spec as Record<string, unknown>, parameters });
+    }
+  }
+  return operations;
 }
 
 /**
@@ -38,21 +57,13 @@ export interface Parameter {
  */
 export function operationMatcher(openapi: OpenApiDocument): (method: string, path: string) => Operation | null {
   const byMethod = new Map<string, { pattern: RegExp; literals: number; operation: Operation }[]>();
-  const shared = (openapi.components.parameters ?? {}) as Record<string, Parameter>;
-  const resolve = (p: Parameter & { $ref?: string }): Parameter => (p.$ref ? shared[p.$ref.split('/').pop()!]! : p);
-  for (const [template, item] of Object.entries(openapi.paths)) {
-    const onPath = ((item.parameters ?? []) as Parameter[]).map(resolve);
+  for (const operation of operationsOf(openapi)) {
+    const { template } = operation;
     const pattern = new RegExp('^' + template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '/?$');
     const literals = template.split('/').filter((s) => s && !s.startsWith('{')).length;
-    for (const [method, spec] of Object.entries(item)) {
-      if (method === 'parameters' || typeof spec !== 'object' || spec === null) continue;
-      const key = method.toUpperCase();
-      const own = (((spec as { parameters?: Parameter[] }).parameters ?? []) as Parameter[]).map(resolve);
-      const parameters = [...onPath.filter((p) => !own.some((o) => o.name === p.name && o.in === p.in)), ...own];
-      const list = byMethod.get(key) ?? [];
-      list.push({ pattern, literals, operation: { method: key, template, spec: spec as Record<string, unknown>, parameters } });
-      byMethod.set(key, list);
-    }
+    const list = byMethod.get(operation.method) ?? [];
+    list.push({ pattern, literals, operation });
+    byMethod.set(operation.method, list);
   }
   for (const list of byMethod.values()) list.sort((a, b) => b.literals - a.literals);
   return (method, path) => byMethod.get(method.toUpperCase())?.find((o) => o.pattern.test(path))?.operation ?? null;

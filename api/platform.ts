@@ -171,11 +171,13 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     await bootstrapAdmin(deps);
 
     const openapi = loadOpenApi();
+    const integrations = integrationRoutes(deps, ingest);
     const app = createApp(deps, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
+      direct: [integrations.direct],
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrationRoutes(deps, ingest), channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps), auditRoutes(deps)],
+      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrations.router, channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps), auditRoutes(deps)],
       health: async () => {
         // A database that neither answers nor refuses (a pool waiting on dead connections) counts as down after
         // HEALTH_CHECK_MS, so health always answers and says what the node waits for.

@@ -1,4 +1,4 @@
-import { Router, type Request } from 'express';
+import { Router } from 'express';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { NotFoundError, UnauthorizedError } from '../../domain/shared/errors.js';
@@ -8,6 +8,7 @@ import type { ConnectorInfo } from '../../ingest/registry.js';
 import type { Ingest } from '../../ingest/index.js';
 import { moduleOfWebhook } from '../../reactors/integrations/index.js';
 import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
+import type { DirectCall, DirectRoute } from '../direct.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest();
 
@@ -20,25 +21,39 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest();
  * stored as the device's report, answered once stored), a downlink's fate as
  * an event on its command. An uplink for a device the connector does not
  * know is logged on the connector and stores nothing.
+ *
+ * What a call does is decided in one place, `webhook`, whichever way the
+ * call comes in: directly (`direct`: taken in ahead of the generic pipeline,
+ * when it is valid by the OpenAPI document) or through `router` (every other
+ * call, which the validator refuses).
  */
-export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
+export function integrationRoutes(deps: Deps, ingest: Ingest): { router: Router; direct: DirectRoute } {
   const router = Router();
+  const take = webhook(deps, ingest);
+  router.post('/api/integrations/:integration/:connectorId', async (req, res) => {
+    const call: DirectCall = { params: req.params as Record<string, string>, query: req.query as Record<string, unknown>, body: req.body, headers: req.headers, remoteAddress: req.socket.remoteAddress, id: req.id, log: req.log };
+    res.status(200).json(await take(call));
+  });
+  return { router, direct: { method: 'POST', template: '/api/integrations/{integration}/{connectorId}', handle: take } };
+}
 
+/** One webhook call, its answer's body (`{stored}`: reports and downlink events stored), or an error for the one error handler. */
+function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ stored: number }> {
   /** The connector the call names, if the call proves it knows its webhook secret. */
-  const authenticate = (req: Request, path: string): ConnectorInfo => {
-    const connector = ingest.registry.connector(req.params.connectorId as string);
+  const authenticate = (call: DirectCall, path: string): ConnectorInfo => {
+    const connector = ingest.registry.connector(call.params.connectorId as string);
     const module = moduleOfWebhook(path);
     // An unknown connector answers as a wrong secret does: the webhook reveals nothing to a caller without one.
     if (!connector || !module || connector.integration !== module.name || !connector.secrets.webhookSecretHash) {
-      req.log.warn({ connectorId: req.params.connectorId, path }, 'webhook call for an unknown connector');
+      call.log.warn({ connectorId: call.params.connectorId, path }, 'webhook call for an unknown connector');
       throw new UnauthorizedError();
     }
-    const header = req.headers.authorization ?? '';
+    const header = call.headers.authorization ?? '';
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     const expected = Buffer.from(connector.secrets.webhookSecretHash, 'hex');
     if (!match || !timingSafeEqual(sha256(match[1]!), expected)) {
       ingest.logs.write(
-        { resourceId: connector.id, resourceType: 'connector', type: 'warning', priority: 'high', category: 'access', message: `Webhook call refused: ${match ? 'wrong' : 'no'} bearer secret (from ${req.socket.remoteAddress ?? 'unknown'})` },
+        { resourceId: connector.id, resourceType: 'connector', type: 'warning', priority: 'high', category: 'access', message: `Webhook call refused: ${match ? 'wrong' : 'no'} bearer secret (from ${call.remoteAddress ?? 'unknown'})` },
         'webhook refused',
       );
       throw new UnauthorizedError();
@@ -46,13 +61,13 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
     return connector;
   };
 
-  router.post('/api/integrations/:integration/:connectorId', async (req, res) => {
-    const path = req.params.integration as string;
-    const connector = authenticate(req, path);
+  return async (call) => {
+    const path = call.params.integration!;
+    const connector = authenticate(call, path);
     const module = moduleOfWebhook(path)!;
     let events: InboundEvent[];
     try {
-      events = module.webhook!.parse(req.body, req.query as Record<string, unknown>);
+      events = module.webhook!.parse(call.body, call.query);
     } catch (error) {
       ingest.logs.write(
         { resourceId: connector.id, resourceType: 'connector', type: 'warning', priority: 'medium', category: 'update', message: `Webhook call refused: ${(error as Error).message}` },
@@ -101,7 +116,7 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
               : event.match
                 ? await downlinksMatching(deps, connector.id, deviceId, event.match)
                 : [];
-          const context = { actor: `connector:${connector.id}`, correlationId: req.id, now };
+          const context = { actor: `connector:${connector.id}`, correlationId: call.id, now };
           let recorded = false;
           // The first candidate whose stream takes the event: one another event already moved changes nothing, so the next is tried.
           for (const commandId of candidates) {
@@ -140,10 +155,8 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): Router {
         }
       }
     }
-    res.status(200).json({ stored });
-  });
-
-  return router;
+    return { stored };
+  };
 }
 
 /**

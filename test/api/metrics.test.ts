@@ -62,6 +62,27 @@ metrics('given REST traffic, then request durations count by route template and 
   assert.not.ok(after.text.includes('no-such-thing'));
 });
 
+metrics('given webhook calls, taken in directly or answered by the full pipeline, then each counts once under the webhook\'s template', async ({ t }) => {
+  const connector = await t.call('POST', '/api/connectors', { body: { name: 'metered network', integration: 'ChirpStack', chirpstack: { url: 'http://127.0.0.1:9', apiToken: 'unused' } } });
+  assert.is(connector.status, 201, connector.text);
+  const hook = `/api/integrations/chirpstack/${connector.body._id}`;
+  const call = (path: string, raw: string, secret = connector.body.webhookSecret as string) => t.call('POST', path, { token: secret, raw });
+  const event = JSON.stringify({ deviceInfo: { devEui: '70b3d57ed0059999' }, fPort: 1, data: 'AQID' });
+  const before = await read(t);
+  assert.is((await call(`${hook}?event=integration`, event)).status, 200, 'taken directly');
+  assert.is((await call(`${hook}/?event=integration`, event)).status, 200, 'the full pipeline');
+  assert.is((await call(`${hook}?event=up`, event, 'wrong')).status, 401, 'taken directly, refused by the webhook');
+  assert.is((await call(`${hook}?event=up`, '{"deviceInfo":')).status, 422, 'taken directly, a body that does not parse');
+  assert.is((await call(`${hook}?event=up`, '[]')).status, 422, 'taken directly, handed on to the validator');
+  assert.is((await call(`${hook}?event=up&debug=1`, event)).status, 422, 'left to the full pipeline');
+  const after = await read(t);
+  const delta = (status: string) => {
+    const labels = { method: 'POST', route: '/api/integrations/{integration}/{connectorId}', status };
+    return (after.value('platform_http_request_duration_seconds_count', labels) ?? 0) - (before.value('platform_http_request_duration_seconds_count', labels) ?? 0);
+  };
+  assert.equal([delta('200'), delta('401'), delta('422')], [2, 1, 3]);
+});
+
 metrics('given MQTT publishes and an output consumer, then connections, messages in and out, ingest batches and appends move', async ({ t, p, consumer }) => {
   const c = await connectMqtt(t, p.username, p.password);
   await publish(c, `${ROOT}/a`, { n: 0 });

@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { Agent, request } from 'node:http';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { climateHex, climateSensor } from '../sandbox/fixtures.js';
-import { connectMqtt, cpuMicros, startPlatformProcess, type PlatformProcess } from './processes.js';
+import { connectMqtt, cpuMeter, startPlatformProcess, type PlatformProcess } from './processes.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = 2;
@@ -45,6 +45,9 @@ interface Phase {
   lost: number;
   /** CPU time the platform process spent per accepted message (user + system), in microseconds. */
   platformCpuMicrosPerMessage: number;
+  /** The same for PostgreSQL (every process of the cluster) and for this process, the load generator and consumer. */
+  postgresCpuMicrosPerMessage: number;
+  loadGeneratorCpuMicrosPerMessage: number;
 }
 
 async function main() {
@@ -131,19 +134,21 @@ async function main() {
     /** Sends for SECONDS, then waits until the output topics caught up (or 30 s). */
     const measure = async (seconds: number, send: (until: number) => Promise<number>): Promise<Phase> => {
       const before = delivered;
-      const cpuBefore = cpuMicros(child!.pid!);
+      const meter = cpuMeter(child!.pid!, join(dir, 'pg'));
       const started = Date.now();
       const accepted = await send(started + seconds * 1000);
       const sendSeconds = (Date.now() - started) / 1000;
       const drainUntil = Date.now() + 30_000;
       while (delivered - before < accepted && Date.now() < drainUntil) await new Promise((r) => setTimeout(r, 20));
       const total = (Date.now() - started) / 1000;
-      const cpu = cpuMicros(child!.pid!) - cpuBefore;
+      const cpu = meter.per(accepted);
       return {
         acceptedPerSecond: Math.round(accepted / sendSeconds),
         deliveredPerSecond: Math.round((delivered - before) / total),
         lost: Math.max(0, accepted - (delivered - before)),
-        platformCpuMicrosPerMessage: Math.round(cpu / Math.max(1, accepted)),
+        platformCpuMicrosPerMessage: cpu.server,
+        postgresCpuMicrosPerMessage: cpu.postgres ?? 0,
+        loadGeneratorCpuMicrosPerMessage: cpu.loadGenerator,
       };
     };
     const viaWebhook = (seconds = SECONDS) => measure(seconds, async (until) => {
@@ -195,6 +200,8 @@ async function main() {
       endToEndPerSecond: mean(phases.map((p) => p.deliveredPerSecond)),
       lost: phases.reduce((a, p) => a + p.lost, 0),
       platformCpuMicrosPerMessage: mean(phases.map((p) => p.platformCpuMicrosPerMessage)),
+      postgresCpuMicrosPerMessage: mean(phases.map((p) => p.postgresCpuMicrosPerMessage)),
+      loadGeneratorCpuMicrosPerMessage: mean(phases.map((p) => p.loadGeneratorCpuMicrosPerMessage)),
     });
     const mqttFigures = summary(runs.mqtt);
     const webhookFigures = summary(runs.webhook);
