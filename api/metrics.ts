@@ -142,31 +142,59 @@ export function createMetrics(log: Logger): Metrics {
   });
 
   // Lag is measured against the store at each scrape, so a subscriber that is stuck shows a growing lag.
-  const lagEvents = new Gauge({ name: 'platform_subscriber_lag_events', help: 'Events stored but not yet handled, per subscriber of the event log (projections, reactors); counted up to 1,000,000.', labelNames: ['subscriber'] as const, registers });
-  const lagSeconds = new Gauge({ name: 'platform_subscriber_lag_seconds', help: 'Age of the oldest event not yet handled, per subscriber (0 when it has handled everything).', labelNames: ['subscriber'] as const, registers });
+  // The registry reads the gauges one after another, starting each one's collect in order: the three share
+  // one measurement, which each awaits, so none shows what the previous scrape measured.
+  let measuring: Promise<{ name: string; healthy: boolean; lag: Lag | null }[]> | null = null;
+  const measure = () =>
+    (measuring ??= (async () => {
+      try {
+        return await Promise.all(
+          (subscribers?.() ?? []).map(async (s) => {
+            const healthy = s.healthy;
+            try {
+              return { name: s.name, healthy, lag: await s.lag() };
+            } catch (err) {
+              // The store does not answer: the lag series are left out of this scrape, and `up` says why.
+              log.warn({ err, subscriber: s.name }, 'the lag of a subscriber could not be measured');
+              return { name: s.name, healthy, lag: null };
+            }
+          }),
+        );
+      } finally {
+        measuring = null;
+      }
+    })());
+  new Gauge({
+    name: 'platform_subscriber_lag_events',
+    help: 'Events stored but not yet handled, per subscriber of the event log (projections, reactors); counted up to 1,000,000.',
+    labelNames: ['subscriber'] as const,
+    registers,
+    async collect() {
+      const measured = await measure();
+      this.reset();
+      for (const m of measured) if (m.lag) this.set({ subscriber: m.name }, m.lag.events);
+    },
+  });
+  new Gauge({
+    name: 'platform_subscriber_lag_seconds',
+    help: 'Age of the oldest event not yet handled, per subscriber (0 when it has handled everything).',
+    labelNames: ['subscriber'] as const,
+    registers,
+    async collect() {
+      const measured = await measure();
+      this.reset();
+      for (const m of measured) if (m.lag) this.set({ subscriber: m.name }, m.lag.seconds);
+    },
+  });
   new Gauge({
     name: 'platform_subscriber_up',
     help: 'Per subscriber: 1 when it runs and its last batch did not fail, else 0.',
     labelNames: ['subscriber'] as const,
     registers,
     async collect() {
+      const measured = await measure();
       this.reset();
-      lagEvents.reset();
-      lagSeconds.reset();
-      if (!subscribers) return;
-      await Promise.all(
-        subscribers().map(async (s) => {
-          this.set({ subscriber: s.name }, s.healthy ? 1 : 0);
-          try {
-            const lag = await s.lag();
-            lagEvents.set({ subscriber: s.name }, lag.events);
-            lagSeconds.set({ subscriber: s.name }, lag.seconds);
-          } catch (err) {
-            // The store does not answer: the lag series are left out of this scrape, and `up` says why.
-            log.warn({ err, subscriber: s.name }, 'the lag of a subscriber could not be measured');
-          }
-        }),
-      );
+      for (const m of measured) this.set({ subscriber: m.name }, m.healthy ? 1 : 0);
     },
   });
 
