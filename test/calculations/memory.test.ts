@@ -77,7 +77,7 @@ async function givenWindows(t: TestPlatform, source: string, field: string, seco
   const destination = await givenDevice(t, `${field} windows ${Math.random().toString(36).slice(2, 8)}`);
   const calcs: Calc[] = [];
   for (const aggregation of aggregations) {
-    const out = `${aggregation}Of${field}`;
+    const out = `${aggregation}Of${field.replaceAll('.', '_')}`;
     const calc = await givenCalculation(t, windowOf([source, field], seconds, [destination, out], aggregation, { type: 'onChange' }, `${field} ${aggregation}`));
     calcs.push({ id: calc._id, aggregation, seconds, destination, field: out });
   }
@@ -117,16 +117,19 @@ async function report(ctx: Ctx, topic: string, payload: Record<string, unknown>,
  * every calculation stored for it with the database's aggregate at that
  * moment (nothing else was stored meanwhile, so it is what the run saw).
  */
-async function checkEach(ctx: Ctx, topic: string, source: string, field: string, calcs: Calc[], reports: { at: number; value: unknown }[]): Promise<void> {
+async function checkEach(ctx: Ctx, topic: string, source: string, field: string, calcs: Calc[], reports: { at: number; value: unknown; payload?: Record<string, unknown> }[]): Promise<unknown[][]> {
+  const all: unknown[][] = [];
   for (const [k, r] of reports.entries()) {
-    await report(ctx, topic, { [field]: r.value }, r.at);
+    await report(ctx, topic, r.payload ?? { [field]: r.value }, r.at);
     const trigger = (await reportsOf(ctx.t, source)).at(-1)!;
     await handled(ctx.t, trigger);
     assert.is((trigger.data as { reportedAt: string }).reportedAt, new Date(r.at).toISOString());
     const got = await resultsFor(ctx.t, calcs, trigger);
     const want = await databaseResults(ctx.t, source, field, calcs, new Date(r.at).toISOString());
-    assert.equal(got, want, `report ${k} (${JSON.stringify(r.value)} at ${new Date(r.at).toISOString()}): ${calcs.map((c) => c.aggregation).join(', ')}`);
+    assert.equal(got, want, `report ${k} (${JSON.stringify(r.payload ?? r.value)} at ${new Date(r.at).toISOString()}): ${calcs.map((c) => c.aggregation).join(', ')}`);
+    all.push(got);
   }
+  return all;
 }
 
 const memory = suite<Ctx>('windows in memory');
@@ -135,7 +138,7 @@ memory.before(async (ctx) => {
   ctx.clock = new TestClock();
   ctx.clock.set(T0);
   ctx.t = await startTestPlatform({ metricsToken: TOKEN }, { clock: ctx.clock.now });
-  ctx.p = await givenProvider(ctx.t, 'memory-provider', ['a', 'b', 'c'].map((n) => `${ROOT}/${n}`));
+  ctx.p = await givenProvider(ctx.t, 'memory-provider', ['a', 'b', 'c', 'd'].map((n) => `${ROOT}/${n}`));
   ctx.mqtt = await connectMqtt(ctx.t, ctx.p.username, ctx.p.password);
 });
 memory.after(async (ctx) => {
@@ -214,6 +217,19 @@ memory('given a burst the reactor takes in batches, several reports of one serie
   }
   const after = await runs(ctx.t);
   assert.equal({ memory: after.memory - before.memory, database: after.database - before.database }, { memory: sent.length * calcs.length, database: 0 });
+});
+
+memory('given reports that bring one field twice (a dotted key beside the same path nested), then memory holds both readings, as history does', async (ctx) => {
+  const topic = `${ROOT}/d`;
+  await report(ctx, topic, { hello: 'd' }, T0);
+  const source = (await deviceOf(ctx.t, topic))._id as string;
+  const calcs = await givenWindows(ctx.t, source, 'probe.depth', WINDOW, ['count', 'sum', 'min', 'max']);
+  const next = random(31);
+  const got = await checkEach(ctx, topic, source, 'probe.depth', calcs, Array.from({ length: 6 }, (_, i) => {
+    const [x, y] = [quarter(next), quarter(next)];
+    return { at: T0 + 60_000 * (i + 1), value: x, payload: { 'probe.depth': x, probe: { depth: y } } };
+  }));
+  assert.equal(got.map((r) => r[0]), [2, 4, 6, 8, 10, 12], 'two readings per report');
 });
 
 memory('given a restart of the platform, then the windows are seeded again from the read models and the results stay the database\'s', async (ctx) => {
