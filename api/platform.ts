@@ -127,6 +127,9 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     started.push(() => database.cluster?.stop());
     const pool = new pg.Pool({ connectionString: database.url, max: 20 });
     pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
+    // A connection lent out (a transaction, a running query) breaks too when PostgreSQL stops: its queries fail with the
+    // error and the pool drops it when it is given back. Unheard, the client's 'error' event would end the process.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     started.push(() => db.destroy());
     await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
