@@ -28,6 +28,8 @@ export interface Config {
   redisUrl: string | null;
   /** This node's name in logs, health and `es.leases`. */
   nodeName: string;
+  /** The most readings the calculations reactor keeps in memory for `onChange` windows; 0: the database aggregates every window. */
+  calculationWindowReadings: number;
 }
 
 export class ConfigError extends Error {}
@@ -96,6 +98,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mqttTls: mqttTls(text, int),
     redisUrl,
     nodeName,
+    calculationWindowReadings: int('CALCULATION_WINDOW_READINGS', 2_000_000, 0, 100_000_000),
   };
 }
 

@@ -10,6 +10,7 @@ import type { StoreMetrics } from '../domain/eventstore/measured.js';
 import type { BrokerMetrics } from '../ingest/broker.js';
 import type { IngestMetrics } from '../ingest/pipeline.js';
 import type { SandboxStats } from '../sandbox/index.js';
+import type { WindowMemoryStats } from '../reactors/calculations/windows.js';
 import type { Operation } from './openapi.js';
 
 /**
@@ -30,7 +31,7 @@ export interface Metrics {
   ingest: IngestMetrics;
   store: StoreMetrics;
   /** What a scrape reads from the running parts, set once they exist. */
-  follow(parts: { sandbox?: () => SandboxStats; subscribers?: () => Lagging[] }): void;
+  follow(parts: { sandbox?: () => SandboxStats; subscribers?: () => Lagging[]; calculations?: () => WindowMemoryStats }): void;
 }
 
 /** A follower of the event log, as the lag metrics see it: `CheckpointedSubscriber`. */
@@ -50,6 +51,7 @@ export function createMetrics(log: Logger): Metrics {
 
   let sandbox: (() => SandboxStats) | null = null;
   let subscribers: (() => Lagging[]) | null = null;
+  let calculations: (() => WindowMemoryStats) | null = null;
 
   const http = new Histogram({
     name: 'platform_http_request_duration_seconds',
@@ -109,32 +111,91 @@ export function createMetrics(log: Logger): Metrics {
     },
   });
 
+  // Counted by the calculations reactor (plain numbers); read at each scrape.
+  new Counter({
+    name: 'platform_calculation_window_runs_total',
+    help: 'Runs of window calculations by where their readings came from: memory (the windows the reactor keeps), database (an aggregate over device_history).',
+    labelNames: ['source'] as const,
+    registers,
+    collect() {
+      if (!calculations) return;
+      const s = calculations();
+      this.reset();
+      this.inc({ source: 'memory' }, s.runs.memory);
+      this.inc({ source: 'database' }, s.runs.database);
+    },
+  });
+  new Gauge({
+    name: 'platform_calculation_window_readings',
+    help: 'Readings the calculations reactor keeps in memory for onChange windows (at most CALCULATION_WINDOW_READINGS).',
+    registers,
+    collect() {
+      if (calculations) this.set(calculations().readings);
+    },
+  });
+  new Gauge({
+    name: 'platform_calculation_window_series',
+    help: 'Device fields whose windows the calculations reactor keeps in memory.',
+    registers,
+    collect() {
+      if (calculations) this.set(calculations().series);
+    },
+  });
+
   // Lag is measured against the store at each scrape, so a subscriber that is stuck shows a growing lag.
-  const lagEvents = new Gauge({ name: 'platform_subscriber_lag_events', help: 'Events stored but not yet handled, per subscriber of the event log (projections, reactors); counted up to 1,000,000.', labelNames: ['subscriber'] as const, registers });
-  const lagSeconds = new Gauge({ name: 'platform_subscriber_lag_seconds', help: 'Age of the oldest event not yet handled, per subscriber (0 when it has handled everything).', labelNames: ['subscriber'] as const, registers });
+  // The registry reads the gauges one after another, starting each one's collect in order: the three share
+  // one measurement, which each awaits, so none shows what the previous scrape measured.
+  let measuring: Promise<{ name: string; healthy: boolean; lag: Lag | null }[]> | null = null;
+  const measure = () =>
+    (measuring ??= (async () => {
+      try {
+        return await Promise.all(
+          (subscribers?.() ?? []).map(async (s) => {
+            const healthy = s.healthy;
+            try {
+              return { name: s.name, healthy, lag: await s.lag() };
+            } catch (err) {
+              // The store does not answer: the lag series are left out of this scrape, and `up` says why.
+              log.warn({ err, subscriber: s.name }, 'the lag of a subscriber could not be measured');
+              return { name: s.name, healthy, lag: null };
+            }
+          }),
+        );
+      } finally {
+        measuring = null;
+      }
+    })());
+  new Gauge({
+    name: 'platform_subscriber_lag_events',
+    help: 'Events stored but not yet handled, per subscriber of the event log (projections, reactors); counted up to 1,000,000.',
+    labelNames: ['subscriber'] as const,
+    registers,
+    async collect() {
+      const measured = await measure();
+      this.reset();
+      for (const m of measured) if (m.lag) this.set({ subscriber: m.name }, m.lag.events);
+    },
+  });
+  new Gauge({
+    name: 'platform_subscriber_lag_seconds',
+    help: 'Age of the oldest event not yet handled, per subscriber (0 when it has handled everything).',
+    labelNames: ['subscriber'] as const,
+    registers,
+    async collect() {
+      const measured = await measure();
+      this.reset();
+      for (const m of measured) if (m.lag) this.set({ subscriber: m.name }, m.lag.seconds);
+    },
+  });
   new Gauge({
     name: 'platform_subscriber_up',
     help: 'Per subscriber: 1 when it runs and its last batch did not fail, else 0.',
     labelNames: ['subscriber'] as const,
     registers,
     async collect() {
+      const measured = await measure();
       this.reset();
-      lagEvents.reset();
-      lagSeconds.reset();
-      if (!subscribers) return;
-      await Promise.all(
-        subscribers().map(async (s) => {
-          this.set({ subscriber: s.name }, s.healthy ? 1 : 0);
-          try {
-            const lag = await s.lag();
-            lagEvents.set({ subscriber: s.name }, lag.events);
-            lagSeconds.set({ subscriber: s.name }, lag.seconds);
-          } catch (err) {
-            // The store does not answer: the lag series are left out of this scrape, and `up` says why.
-            log.warn({ err, subscriber: s.name }, 'the lag of a subscriber could not be measured');
-          }
-        }),
-      );
+      for (const m of measured) this.set({ subscriber: m.name }, m.healthy ? 1 : 0);
     },
   });
 
@@ -147,6 +208,7 @@ export function createMetrics(log: Logger): Metrics {
     follow(parts) {
       if (parts.sandbox) sandbox = parts.sandbox;
       if (parts.subscribers) subscribers = parts.subscribers;
+      if (parts.calculations) calculations = parts.calculations;
     },
   };
 }

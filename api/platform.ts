@@ -210,6 +210,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
 
     // Reactors: side effects driven by committed events, each from its own checkpoint (in a cluster: where it leads).
     const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs, cluster: deps.cluster };
+    const calculations = new CalculationReactor({ store, db, log, projections, clock: deps.clock, cluster: deps.cluster, windowReadings: config.calculationWindowReadings });
     const reactors = [
       new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
       new HttpChannels(store, db, ingest.registry, ingest.logs, log, undefined, deps.cluster),
@@ -221,7 +222,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       // One connection per connector across the cluster: held by the node that leads `external-brokers`.
       leaderOnly(cluster?.leases ?? null, 'external-brokers', externalBrokers),
       new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
-      new CalculationReactor({ store, db, log, projections, clock: deps.clock, cluster: deps.cluster }),
+      calculations,
     ];
     for (const reactor of reactors) {
       started.push(() => reactor.stop());
@@ -229,6 +230,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     }
     metrics?.follow({
       sandbox: () => sandbox.stats(),
+      calculations: () => calculations.windowStats(),
       subscribers: () => [projections.subscriber, ...reactors.flatMap((r): Lagging[] => ('subscriber' in r && r.subscriber ? [r.subscriber as Lagging] : []))],
     });
     const httpPort = (server.address() as AddressInfo).port;

@@ -55,7 +55,7 @@ export const calculationsProjection: Projection = {
         if (match) results.set(match[1]!, event as RecordedEvent & DeviceEvent & { type: 'DeviceReported' });
       }
     }
-    for (const [id, event] of results) await applyResult(tx, id, event);
+    await applyResults(tx, results);
   },
 };
 
@@ -92,13 +92,17 @@ async function applyEvent(tx: Transaction<Database>, event: RecordedEvent & Calc
   }
 }
 
-async function applyResult(tx: Transaction<Database>, id: string, event: RecordedEvent & DeviceEvent & { type: 'DeviceReported' }): Promise<void> {
-  // A result carries one field: the destination's.
-  const value = Object.values(event.data.payload)[0];
-  if (value === undefined) return;
-  const commit = String(event.position.commit);
-  const prepare = String(event.position.prepare);
-  await sql`UPDATE calculations SET last_value = ${JSON.stringify(value)}::jsonb, last_reported_at = ${event.data.reportedAt},
-      last_commit = ${commit}::numeric, last_prepare = ${prepare}::numeric
-    WHERE id = ${id} AND (last_commit IS NULL OR (last_commit, last_prepare) < (${commit}::numeric, ${prepare}::numeric))`.execute(tx);
+/** Each calculation's last result of the batch, in one statement: a result never replaces one later in the log. */
+async function applyResults(tx: Transaction<Database>, results: Map<string, RecordedEvent & DeviceEvent & { type: 'DeviceReported' }>): Promise<void> {
+  const rows = [];
+  for (const [id, event] of results) {
+    // A result carries one field: the destination's.
+    const value = Object.values(event.data.payload)[0];
+    if (value === undefined) continue;
+    rows.push({ id, v: value, t: event.data.reportedAt, c: String(event.position.commit), p: String(event.position.prepare) });
+  }
+  if (rows.length === 0) return;
+  await sql`UPDATE calculations c SET last_value = r.v, last_reported_at = r.t::timestamptz, last_commit = r.c::numeric, last_prepare = r.p::numeric
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(id text, v jsonb, t text, c text, p text)
+    WHERE c.id = r.id AND (c.last_commit IS NULL OR (c.last_commit, c.last_prepare) < (r.c::numeric, r.p::numeric))`.execute(tx);
 }

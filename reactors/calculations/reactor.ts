@@ -21,13 +21,17 @@ import { satisfies } from '../../domain/access/scopes.js';
 import { scopesOfUser } from '../../api/access.js';
 import { historyValues } from '../../projections/devices.js';
 import type { Database } from '../../projections/database.js';
-import { latestReadings, seriesWindowStats, windowStats } from './readings.js';
+import { latestReadings, seedSeries, seriesWindowStats, windowStats } from './readings.js';
+import { isoOfMicros, micros, Series, slackOf, WindowMemory, type WindowMemoryStats } from './windows.js';
 
 /** The reactor's checkpoint; migration 0033 starts it at the end of the log of an existing installation. */
 export const CALCULATIONS_CHECKPOINT = 'calculations';
 
 /** How long a batch waits for the read models to hold its reports before it is offered again. */
 const WAIT_MS = 30_000;
+
+/** The readings the windows in memory may hold, across every series, unless `windowReadings` says otherwise. */
+export const WINDOW_READINGS = 2_000_000;
 
 const CALCULATION_EVENTS = new Set(['CalculationCreated', 'CalculationReplaced', 'CalculationHalted', 'CalculationResumed', 'CalculationDeleted']);
 
@@ -55,11 +59,14 @@ export interface CalculationReactorDeps {
   store: EventStore;
   db: Kysely<Database>;
   log: Logger;
-  projections: { waitFor(position: Position, timeoutMs: number): Promise<void> };
+  /** The projection runner: its name is the read models' checkpoint, which seeds of the windows in memory are read with. */
+  projections: { readonly name: string; waitFor(position: Position, timeoutMs: number): Promise<void> };
   /** The platform clock: it decides when an interval boundary has come. */
   clock: () => Date;
   /** In a cluster: calculations run on the node that leads `calculations`. */
   cluster?: SubscriberCluster | null;
+  /** The most readings the windows in memory hold (`WINDOW_READINGS` when left out); 0: every window is aggregated by the database. */
+  windowReadings?: number;
 }
 
 /** A stable UUID-shaped id: a run handled again (a retry, a restart) writes the same event, which the store then ignores. */
@@ -94,6 +101,10 @@ export class CalculationReactor {
   private readonly readers = new Map<string, Set<string>>();
   /** Interval calculation → the boundary (ms) it last ran for, in this process. */
   private readonly ran = new Map<string, number>();
+  /** The windows of `onChange` window calculations, as of the subscriber's position (`windows.ts`). */
+  private readonly windows: WindowMemory;
+  /** The last event whose readings were fed to the windows: a seed must reach it, or it would miss readings. */
+  private fed: Position | null = null;
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
   private stopped = false;
@@ -102,6 +113,7 @@ export class CalculationReactor {
     private readonly deps: CalculationReactorDeps,
     private readonly options: { pollMs?: number } = {},
   ) {
+    this.windows = new WindowMemory(deps.windowReadings ?? WINDOW_READINGS);
     this.subscriber = new CheckpointedSubscriber<Database>({
       name: CALCULATIONS_CHECKPOINT,
       store: deps.store,
@@ -116,6 +128,7 @@ export class CalculationReactor {
         gained: async () => {
           this.live.clear();
           this.readers.clear();
+          this.windows.clear();
           const at = await loadCheckpoint(this.deps.db, CALCULATIONS_CHECKPOINT);
           if (at) await this.load(at);
           this.stopped = false;
@@ -127,6 +140,7 @@ export class CalculationReactor {
           if (this.timer) clearInterval(this.timer);
           this.timer = null;
           await this.ticking;
+          this.windows.clear();
         },
       },
     });
@@ -134,6 +148,11 @@ export class CalculationReactor {
 
   async start(): Promise<void> {
     await this.subscriber.start();
+  }
+
+  /** What the windows in memory hold, and how window runs were answered. */
+  windowStats(): WindowMemoryStats {
+    return this.windows.stats();
   }
 
   async stop(): Promise<void> {
@@ -167,6 +186,7 @@ export class CalculationReactor {
     for (const s of sourcesOf(calc.definition)) {
       const key = `${s.deviceId}/${s.field}`;
       this.readers.set(key, (this.readers.get(key) ?? new Set()).add(calc.id));
+      this.refollow(key);
     }
   }
 
@@ -179,7 +199,18 @@ export class CalculationReactor {
       const set = this.readers.get(key);
       set?.delete(id);
       if (set?.size === 0) this.readers.delete(key);
+      this.refollow(key);
     }
+  }
+
+  /** Tells the windows in memory the longest `onChange` window over a series now (0: none). */
+  private refollow(key: string): void {
+    let horizon = 0;
+    for (const id of this.readers.get(key) ?? []) {
+      const d = this.live.get(id)?.definition;
+      if (d?.type === 'window') horizon = Math.max(horizon, d.window.seconds);
+    }
+    this.windows.follow(key, horizon);
   }
 
   private apply(e: CalculationEvent): void {
@@ -217,11 +248,17 @@ export class CalculationReactor {
         changed = true;
         continue;
       }
+      if (e.type === 'DeviceDeleted' || e.type === 'DeviceRegistered') {
+        // The read models drop a deleted device's readings: its series are seeded again, should a run need them.
+        this.windows.dropDevice((e.data as { id: string }).id);
+        continue;
+      }
       if (e.type !== 'DeviceReported' || this.readers.size === 0) continue;
       const report = (e as unknown as DeviceEvent & { type: 'DeviceReported' }).data;
       const started = new Set<string>();
       // The fields a report brings are the ones history keeps: top-level values and dotted paths into nested ones.
-      for (const [field] of historyValues(report.path, report.payload)) {
+      for (const [field, value] of historyValues(report.path, report.payload)) {
+        this.windows.feed(`${report.id}/${field}`, e.position, e.id, report.reportedAt, value, performance.now());
         for (const id of this.readers.get(`${report.id}/${field}`) ?? []) {
           // A calculation never runs on its own result; cycles through others are refused when they are defined.
           if (started.has(id) || e.metadata.actor === calculationActor(id)) continue;
@@ -231,7 +268,8 @@ export class CalculationReactor {
       }
     }
     if (runs.length === 0) return changed;
-    await this.deps.projections.waitFor(batch[batch.length - 1]!.position, WAIT_MS);
+    this.fed = batch[batch.length - 1]!.position;
+    await this.deps.projections.waitFor(this.fed, WAIT_MS);
     await this.execute(runs);
     return true;
   }
@@ -323,15 +361,16 @@ export class CalculationReactor {
   /** Each run's result, or null when there is nothing to write. */
   private async values(runs: Run[]): Promise<(ResultValue | null)[]> {
     const out: (ResultValue | null)[] = new Array(runs.length).fill(null);
-    const windows: { i: number; run: Run }[] = [];
+    const windows: { i: number; run: Run; d: WindowDefinition }[] = [];
     const lasts: { i: number; run: Run }[] = [];
-    runs.forEach((run, i) => (run.calc.definition.type === 'window' ? windows : lasts).push({ i, run }));
+    runs.forEach((run, i) => (run.calc.definition.type === 'window' ? windows.push({ i, run, d: run.calc.definition as WindowDefinition }) : lasts.push({ i, run })));
+    const database = await this.fromMemory(windows, out);
+    this.windows.runs.database += database.length;
     // Windows over a series that reported more than once in the batch share one read of its readings; a lone one is aggregated by the database.
     const series = new Map<string, { i: number; run: Run; d: WindowDefinition }[]>();
-    for (const { i, run } of windows) {
-      const d = run.calc.definition as WindowDefinition;
-      const key = `${d.source.deviceId}/${d.source.field}/${d.window.seconds}`;
-      series.set(key, [...(series.get(key) ?? []), { i, run, d }]);
+    for (const w of database) {
+      const key = `${w.d.source.deviceId}/${w.d.source.field}/${w.d.window.seconds}`;
+      series.set(key, [...(series.get(key) ?? []), w]);
     }
     const lone = [...series.values()].filter((runs) => runs.length === 1).map((runs) => runs[0]!);
     const shared = [...series.values()].filter((runs) => runs.length > 1);
@@ -350,6 +389,66 @@ export class CalculationReactor {
       k += d.sources.length;
     }
     return out;
+  }
+
+  /**
+   * Answers the window runs set off by reports from the windows in memory,
+   * seeding the series they need first (one snapshot for all); the runs it
+   * cannot answer exactly are returned, for the database. Interval runs
+   * always go to the database: the clock runs them apart from the log, so
+   * the memory, which follows the log, may not hold their readings yet.
+   */
+  private async fromMemory(windows: { i: number; run: Run; d: WindowDefinition }[], out: (ResultValue | null)[]): Promise<{ i: number; run: Run; d: WindowDefinition }[]> {
+    if (!this.windows.enabled) return windows;
+    const now = performance.now();
+    const rest: { i: number; run: Run; d: WindowDefinition }[] = [];
+    const mine: { i: number; d: WindowDefinition; key: string; end: number; run: Run }[] = [];
+    for (const w of windows) {
+      const end = micros(w.run.at);
+      if (w.run.trigger && !Number.isNaN(end)) mine.push({ ...w, key: `${w.d.source.deviceId}/${w.d.source.field}`, end });
+      else rest.push(w);
+    }
+    // The earliest end each series not yet held needs, to seed it from there.
+    const seeds = new Map<string, number>();
+    for (const { key, end } of mine) if (this.windows.wants(key, now)) seeds.set(key, Math.min(end, seeds.get(key) ?? end));
+    if (seeds.size && this.windows.room() > 0) {
+      const queries = [...seeds].map(([key, end]) => {
+        const horizon = this.windows.horizonOf(key);
+        const slash = key.indexOf('/');
+        return { key, horizon, from: end - (horizon + slackOf(horizon)) * 1e6, deviceId: key.slice(0, slash), field: key.slice(slash + 1) };
+      });
+      const limit = this.windows.room();
+      const { position, seeds: got } = await seedSeries(this.deps.db, this.deps.projections.name, queries.map((q) => ({ deviceId: q.deviceId, field: q.field, after: isoOfMicros(q.from), limit })));
+      // The read models hold the batch before any run (`waitFor`); should they not, the seed would lack readings fed before it.
+      const behind = !position || !this.fed || comparePositions(position, this.fed) < 0;
+      for (const [k, q] of queries.entries()) {
+        const seed = got[k]!;
+        if (behind || !seed.exists || seed.unfit) {
+          this.windows.drop(q.key, now);
+          continue;
+        }
+        const series = new Series(q.from, position, q.horizon);
+        series.seed(seed.rows, seed.before);
+        this.windows.admit(q.key, series, now);
+      }
+    }
+    const touched = new Set<string>();
+    for (const w of mine) {
+      const series = this.windows.get(w.key);
+      const stats = series?.stats(w.end - w.d.window.seconds * 1e6, w.end, w.d.aggregation) ?? null;
+      if (!series || !stats) {
+        rest.push(w);
+        continue;
+      }
+      out[w.i] = windowResult(w.d.aggregation, stats);
+      this.windows.runs.memory++;
+      series.lastEnd = Math.max(series.lastEnd, w.end);
+      touched.add(w.key);
+    }
+    // Only after every run of the batch: readings one of them needs are never let go before it is answered.
+    const clock = this.deps.clock().getTime() * 1000;
+    for (const key of touched) this.windows.forget(key, clock);
+    return rest;
   }
 
   /** What the reactor last knew of a calculation's halt: its own record, or what the run was started with. */

@@ -1,6 +1,8 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../projections/database.js';
 import type { Reading, ResultValue, WindowStats } from '../../domain/calculations/aggregate.js';
+import type { Position } from '../../domain/shared/events.js';
+import { loadCheckpoint } from '../../domain/eventstore/subscriber.js';
 
 /** A reading's value as reported: the boolean, the number or the string `device_history` holds. */
 const VALUE = sql`CASE WHEN h.bool IS NOT NULL THEN to_jsonb(h.bool) WHEN h.num IS NOT NULL THEN to_jsonb(h.num) ELSE to_jsonb(h.str) END`;
@@ -184,4 +186,67 @@ function aggregate(rows: Row[], start: number, end: number, earlier: number | nu
     stats.mean = sum / stats.numbers;
   }
   return stats;
+}
+
+/** A series to hold in memory: its readings with `reportedAt` after `after` (ISO 8601, to the microsecond), if there are at most `limit`. */
+export interface SeedQuery {
+  deviceId: string;
+  field: string;
+  after: string;
+  limit: number;
+}
+
+export interface Seed {
+  /** Whether the device exists: the read models keep no readings of a deleted one. */
+  exists: boolean;
+  /** The readings after `after`, in time order; empty when unfit. */
+  rows: { us: number; value: ResultValue }[];
+  /** Not to be held: more than `limit` readings, or a time too far from 1970 for a double to count its microseconds. */
+  unfit: boolean;
+  /** The last numeric reading at or before `after`, as `[µs, number]`. */
+  before: [number, number] | null;
+}
+
+/**
+ * Seeds for the windows in memory (`windows.ts`), in one snapshot with the
+ * read models' checkpoint (`checkpoint`, the projection runner's name): the
+ * readings are exactly those of the events up to the position returned, so
+ * the reactor can feed every later event without counting one twice.
+ */
+export async function seedSeries(db: Kysely<Database>, checkpoint: string, queries: SeedQuery[]): Promise<{ position: Position | null; seeds: Seed[] }> {
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .execute(async (tx) => {
+      const position = await loadCheckpoint(tx, checkpoint);
+      const params = sql`unnest(${queries.map((_, i) => i)}::int[], ${queries.map((q) => q.deviceId)}::text[], ${queries.map((q) => q.field)}::text[],
+        ${queries.map((q) => q.after)}::timestamptz[], ${queries.map((q) => q.limit)}::int[]) AS r(g, d, f, a, n)`;
+      const { rows } = await sql<{ g: number; us: string; num: number | null; bool: boolean | null; str: string | null }>`
+        SELECT r.g, h.us, h.num, h.bool, h.str FROM ${params}
+        CROSS JOIN LATERAL (SELECT (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num, h.bool, h.str FROM device_history h
+          WHERE h.device_id = r.d AND h.field = r.f AND h.time > r.a ORDER BY h.time LIMIT r.n + 1) h`.execute(tx);
+      const { rows: before } = await sql<{ g: number; us: string | null; num: number | null }>`
+        SELECT r.g, p.us, p.num FROM ${params}
+        LEFT JOIN LATERAL (SELECT (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num FROM device_history h
+          WHERE h.device_id = r.d AND h.field = r.f AND h.num IS NOT NULL AND h.time <= r.a ORDER BY ${DESC} LIMIT 1) p ON true`.execute(tx);
+      const ids = [...new Set(queries.map((q) => q.deviceId))];
+      const existing = new Set((await tx.selectFrom('devices').select('id').where('id', 'in', ids).execute()).map((r) => r.id));
+      const seeds: Seed[] = queries.map((q) => ({ exists: existing.has(q.deviceId), rows: [], unfit: false, before: null }));
+      for (const r of rows) {
+        const us = Number(r.us);
+        if (!Number.isSafeInteger(us)) seeds[r.g]!.unfit = true;
+        seeds[r.g]!.rows.push({ us, value: r.bool ?? r.num ?? r.str ?? '' });
+      }
+      for (const r of before) {
+        if (r.us === null || r.num === null) continue;
+        const us = Number(r.us);
+        if (!Number.isSafeInteger(us)) seeds[r.g]!.unfit = true;
+        seeds[r.g]!.before = [us, r.num];
+      }
+      for (const [g, seed] of seeds.entries()) {
+        if (seed.rows.length > queries[g]!.limit) seed.unfit = true;
+        if (seed.unfit) seed.rows = [];
+      }
+      return { position, seeds };
+    });
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -164,6 +165,22 @@ metrics('given the running subscribers, then each reports its lag in events and 
     assert.ok(m.value('platform_subscriber_lag_events', { subscriber }) !== undefined, `${subscriber} lag in events`);
     assert.ok(m.value('platform_subscriber_lag_seconds', { subscriber })! >= 0, `${subscriber} lag in seconds`);
   }
+});
+
+metrics('given a subscriber that stops following, then the very next scrape shows its lag, and the one after it catches up shows none', async ({ t }) => {
+  const { projections, store } = t.platform.deps;
+  await eventually(async () => (await read(t)).value('platform_subscriber_lag_events', { subscriber: 'read-models' }) === 0, 5000, 'the read models to be caught up');
+  await projections.stop();
+  try {
+    const id = randomUUID();
+    await store.append(`metrics-probe-${id}`, [{ id, type: 'MetricsProbed', data: {}, metadata: { actor: 'system:test', correlationId: id, time: new Date().toISOString() } }], 'any');
+    const lagging = await read(t);
+    assert.ok(lagging.value('platform_subscriber_lag_events', { subscriber: 'read-models' })! >= 1, 'the scrape measured the lag it shows');
+    assert.ok(lagging.value('platform_subscriber_lag_seconds', { subscriber: 'read-models' })! >= 0);
+  } finally {
+    await projections.start();
+  }
+  await eventually(async () => (await read(t)).value('platform_subscriber_lag_events', { subscriber: 'read-models' }) === 0, 5000, 'the read models to catch up again');
 });
 
 metrics.run();
