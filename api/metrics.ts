@@ -165,28 +165,23 @@ export function createMetrics(log: Logger): Metrics {
         measuring = null;
       }
     })());
-  new Gauge({
-    name: 'platform_subscriber_lag_events',
-    help: 'Events stored but not yet handled, per subscriber of the event log (projections, reactors); counted up to 1,000,000.',
-    labelNames: ['subscriber'] as const,
-    registers,
-    async collect() {
-      const measured = await measure();
-      this.reset();
-      for (const m of measured) if (m.lag) this.set({ subscriber: m.name }, m.lag.events);
-    },
-  });
-  new Gauge({
-    name: 'platform_subscriber_lag_seconds',
-    help: 'Age of the oldest event not yet handled, per subscriber (0 when it has handled everything).',
-    labelNames: ['subscriber'] as const,
-    registers,
-    async collect() {
-      const measured = await measure();
-      this.reset();
-      for (const m of measured) if (m.lag) this.set({ subscriber: m.name }, m.lag.seconds);
-    },
-  });
+  const lagGauges: [name: string, help: string, of: (lag: Lag) => number][] = [
+    ['platform_subscriber_lag_events', 'Events stored but not yet handled, per subscriber of the event log (projections, reactors); counted up to 1,000,000.', (lag) => lag.events],
+    ['platform_subscriber_lag_seconds', 'Age of the oldest event not yet handled, per subscriber (0 when it has handled everything).', (lag) => lag.seconds],
+  ];
+  for (const [name, help, of] of lagGauges) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['subscriber'] as const,
+      registers,
+      async collect() {
+        const measured = await measure();
+        this.reset();
+        for (const m of measured) if (m.lag) this.set({ subscriber: m.name }, of(m.lag));
+      },
+    });
+  }
   new Gauge({
     name: 'platform_subscriber_up',
     help: 'Per subscriber: 1 when it runs and its last batch did not fail, else 0.',

@@ -129,15 +129,15 @@ export function devicesProjection(): Projection {
       const events = batch.filter((e) => DEVICE_EVENTS.has(e.type)) as (RecordedEvent & DeviceEvent)[];
       if (events.length === 0) return;
       const ids = [...new Set(events.map((e) => e.data.id))];
-      const known = ids.map((id) => memory.get(id));
+      const known = new Map(ids.map((id) => [id, memory.get(id)]));
       const { rows: existing } = await sql<{ id: string; doc: DeviceDoc | null; revision: number | string; created_by: string; credentials_set_id: string | null }>`
         SELECT d.id, d.revision, d.created_by, d.credentials_set_id, CASE WHEN d.revision = k.revision THEN NULL ELSE d.doc END AS doc
-        FROM devices d LEFT JOIN unnest(${ids}::text[], ${known.map((k) => (k ? k.revision : null))}::bigint[]) AS k(id, revision) ON k.id = d.id
+        FROM devices d LEFT JOIN unnest(${ids}::text[], ${ids.map((id) => known.get(id)?.revision ?? null)}::bigint[]) AS k(id, revision) ON k.id = d.id
         WHERE d.id = ANY(${ids}::text[]) ORDER BY d.id FOR UPDATE OF d`.execute(tx);
       const rows = new Map<string, Row>();
       for (const r of existing) {
         const revision = Number(r.revision);
-        const doc = r.doc ?? memory.get(r.id)!.doc;
+        const doc = r.doc ?? known.get(r.id)!.doc;
         rows.set(r.id, { doc, revision, createdBy: r.created_by, credentialsSetId: r.credentials_set_id, isNew: false, changed: false, deleted: false });
       }
       const history: HistoryRows = { device: [], field: [], time: [], num: [], bool: [], str: [] };
@@ -205,7 +205,7 @@ export function devicesProjection(): Projection {
       }
       for (const [id, row] of rows) {
         if (row.deleted) learned.set(id, null);
-        else if (row.isNew || row.changed || !memory.has(id)) learned.set(id, { revision: row.revision, doc: row.doc, fields: new Set(memory.get(id)?.fields) });
+        else if (row.isNew || row.changed || !known.get(id)) learned.set(id, { revision: row.revision, doc: row.doc, fields: new Set(known.get(id)?.fields) });
       }
       if (history.device.length) {
         const rows = JSON.stringify(history.device.map((d, i) => ({ d, f: history.field[i], t: history.time[i], n: history.num[i], b: history.bool[i], s: history.str[i] })));

@@ -258,8 +258,9 @@ export class CalculationReactor {
       const started = new Set<string>();
       // The fields a report brings are the ones history keeps: top-level values and dotted paths into nested ones.
       for (const [field, value] of historyValues(report.path, report.payload)) {
-        this.windows.feed(`${report.id}/${field}`, e.position, e.id, report.reportedAt, value, performance.now());
-        for (const id of this.readers.get(`${report.id}/${field}`) ?? []) {
+        const key = `${report.id}/${field}`;
+        this.windows.feed(key, e.position, e.id, report.reportedAt, value, performance.now());
+        for (const id of this.readers.get(key) ?? []) {
           // A calculation never runs on its own result; cycles through others are refused when they are defined.
           if (started.has(id) || e.metadata.actor === calculationActor(id)) continue;
           started.add(id);

@@ -114,11 +114,11 @@ function stat(pid: number): string[] | null {
   }
 }
 
-/** User + system CPU time of a process so far, in microseconds (Linux, 100 ticks a second). */
-export function cpuMicros(pid: number): number {
-  const f = stat(pid);
-  return f ? (Number(f[11]) + Number(f[12])) * 10_000 : 0;
-}
+/** The CPU time the given fields of a process's stat count, in microseconds (Linux, 100 ticks a second). */
+const micros = (f: string[] | null, fields: number[]): number => (f ? fields.reduce((sum, i) => sum + Number(f[i]), 0) * 10_000 : 0);
+
+/** User + system CPU time of a process so far, in microseconds. */
+const cpuMicros = (pid: number): number => micros(stat(pid), [11, 12]);
 
 /**
  * CPU time of a PostgreSQL cluster so far, in microseconds: the postmaster, every process it runs
@@ -126,12 +126,11 @@ export function cpuMicros(pid: number): number {
  */
 export function postgresCpuMicros(dataDir: string): number {
   const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  const own = stat(postmaster);
-  let total = own ? (Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])) * 10_000 : 0;
+  let total = micros(stat(postmaster), [11, 12, 13, 14]);
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     const f = stat(Number(name));
-    if (f && Number(f[1]) === postmaster) total += (Number(f[11]) + Number(f[12])) * 10_000;
+    if (f && Number(f[1]) === postmaster) total += micros(f, [11, 12]);
   }
   return total;
 }

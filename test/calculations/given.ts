@@ -66,3 +66,13 @@ export async function readings(t: TestPlatform, deviceId: string, field: string,
   assert.is(res.status, 200, res.text);
   return res.body;
 }
+
+/** A small deterministic generator (mulberry32), so a failure can be replayed. */
+export function random(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}

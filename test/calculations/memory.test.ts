@@ -17,7 +17,7 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { TestClock } from '../support/clock.js';
 import { scrape } from '../support/metrics.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
-import { givenCalculation, givenDevice, windowOf } from './given.js';
+import { givenCalculation, givenDevice, random, windowOf } from './given.js';
 import { windowStats } from '../../reactors/calculations/readings.js';
 import { windowResult } from '../../domain/calculations/aggregate.js';
 import type { WindowAggregation } from '../../domain/calculations/calculation.js';
@@ -44,16 +44,6 @@ interface Calc {
   seconds: number;
   destination: string;
   field: string;
-}
-
-/** A small deterministic generator (mulberry32), so a failure can be replayed. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Quarters between -50 and 50: every sum of them is exact, so the order the database adds them in cannot change a bit. */

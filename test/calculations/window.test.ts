@@ -15,7 +15,7 @@ import { snapshotReadModels } from '../support/readmodels.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish } from '../ingest/support.js';
 import { eventCount } from '../users/given.js';
 import { rebuild } from '../../projections/rebuild.js';
-import { givenCalculation, givenDevice, readings, windowOf } from './given.js';
+import { givenCalculation, givenDevice, random, readings, windowOf } from './given.js';
 
 const TOPIC = 'svc/generic/v2/hour/meter';
 const HOUR = 3600_000;
@@ -26,16 +26,6 @@ type Aggregation = (typeof AGGREGATIONS)[number];
 interface Reading {
   time: number;
   value: number;
-}
-
-/** A small deterministic generator (mulberry32), so a failure can be replayed. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**

@@ -32,19 +32,25 @@ idle.after(async (ctx) => {
   await ctx.db.destroy();
 });
 
-idle('given a subscriber that works only on "Work" events, when idle batches follow a saved one, then the checkpoint stays until a batch with work, and stopping saves where it got to', async (ctx) => {
-  const stream = streamName('idle');
+/** A side-effect subscriber named `name` that keeps the events of `stream` it handles and answers `worked` for each batch. */
+function following(ctx: Ctx, name: string, stream: string, worked: (batch: RecordedEvent[]) => boolean) {
   const seen: RecordedEvent[] = [];
   const subscriber = new CheckpointedSubscriber<unknown>({
-    name: 'idle-test',
+    name,
     store: ctx.store,
     db: ctx.db,
     log: pino({ level: 'silent' }),
     handle: async (batch) => {
       seen.push(...batch.filter((e) => e.streamId === stream));
-      return batch.some((e) => e.type === 'Work');
+      return worked(batch);
     },
   });
+  return { subscriber, seen };
+}
+
+idle('given a subscriber that works only on "Work" events, when idle batches follow a saved one, then the checkpoint stays until a batch with work, and stopping saves where it got to', async (ctx) => {
+  const stream = streamName('idle');
+  const { subscriber, seen } = following(ctx, 'idle-test', stream, (batch) => batch.some((e) => e.type === 'Work'));
   await ctx.store.append(stream, [newEvent('Work')], 'no_stream');
   await subscriber.start();
   await waitUntil(() => seen.length === 1, 'the first event was handled');
@@ -73,17 +79,7 @@ idle('given a subscriber that works only on "Work" events, when idle batches fol
 
 idle('given idle batches for longer than IDLE_SAVE_MS, then the checkpoint is saved again', async (ctx) => {
   const stream = streamName('idle-long');
-  const seen: RecordedEvent[] = [];
-  const subscriber = new CheckpointedSubscriber<unknown>({
-    name: 'idle-long',
-    store: ctx.store,
-    db: ctx.db,
-    log: pino({ level: 'silent' }),
-    handle: async (batch) => {
-      seen.push(...batch.filter((e) => e.streamId === stream));
-      return false;
-    },
-  });
+  const { subscriber, seen } = following(ctx, 'idle-long', stream, () => false);
   await subscriber.start();
   await ctx.store.append(stream, [newEvent('Noise')], 'no_stream');
   await waitUntil(() => seen.length === 1, 'the first idle event was handled');
