@@ -1,5 +1,5 @@
 import type { Server as HttpServer } from 'node:http';
-import { createHash } from 'node:crypto';
+import { messageHash } from './payload.js';
 import { UnavailableError } from '../domain/shared/errors.js';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
@@ -57,7 +57,7 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
     exclusive: (fn) => pipeline.exclusive(fn),
     report: (r) =>
       new Promise<void>((resolve, reject) => {
-        const hash = createHash('sha1').update(r.topic).update('\u0000').update(JSON.stringify(r.payload)).digest('hex').slice(0, 16);
+        const hash = messageHash(r.topic, JSON.stringify(r.payload));
         pipeline.submit({
           kind: 'device',
           deviceId: r.deviceId,

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { jsonProblem, textProblem } from '../domain/shared/json.js';
 
 /** Payloads above this size are refused (acknowledged, not stored, logged): 256 KiB. */
@@ -29,4 +29,6 @@ export function readPayload(topic: string, payload: Buffer): { body: Record<stri
 }
 
 /** A message's content hash (topic and payload), part of its correlation id and of how a re-send is recognised. */
-export const messageHash = (topic: string, payload: Buffer | string): string => createHash('sha1').update(topic).update('\u0000').update(payload).digest('hex').slice(0, 16);
+export const messageHash = (topic: string, payload: Buffer | string): string =>
+  // The one-shot hash costs half of a Hash object's on a message this small.
+  hash('sha1', typeof payload === 'string' ? `${topic}\u0000${payload}` : Buffer.concat([Buffer.from(`${topic}\u0000`), payload]), 'hex').slice(0, 16);

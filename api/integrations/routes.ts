@@ -1,5 +1,5 @@
 import { Router } from 'express';
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { NotFoundError, UnauthorizedError } from '../../domain/shared/errors.js';
 import { handle } from '../../domain/shared/decider.js';
@@ -10,7 +10,7 @@ import { moduleOfWebhook } from '../../reactors/integrations/index.js';
 import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
 import type { DirectCall, DirectRoute } from '../direct.js';
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest();
+const sha256 = (text: string) => hash('sha256', text, 'buffer');
 
 /**
  * The network servers' webhooks: `POST /api/integrations/<integration>/{connectorId}`.

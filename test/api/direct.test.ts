@@ -78,6 +78,21 @@ direct('when a webhook call is valid by the document, then it comes in directly,
   assert.equal(thingpark.json, { way: 'direct', params: { integration: 'thingpark', connectorId: ID }, query: { LrnInfos: '', AS_ID: 'app1' }, body: {} });
 });
 
+direct('when a query is one plain pair or anything else, then the handler gets it as the pipeline\'s query parser reads it', async ({ base }) => {
+  const parse = express().set('query parser', 'extended').get('query parser fn') as (text: string) => unknown;
+  const searches = ['AS_ID=app.1~x-y_z', 'AS_ID=', 'AS_ID=a%2Eb', 'AS_ID=a+b', 'AS_ID=a&Time=b', 'AS_ID=a&AS_ID=b', 'Time=2026-11-24T10:00:00.000Z'];
+  let directly = 0;
+  for (const search of searches) {
+    const res = await post(base, `/api/integrations/thingpark/${ID}?${search}`, '{}');
+    assert.equal(res.status, 200, search);
+    if (res.json.way !== 'direct') continue;
+    directly++;
+    assert.equal(res.json.query, parse(search), search);
+  }
+  // The plain pairs and the escaped ones alike came in directly: both readings were compared.
+  assert.ok(directly >= 5, `${directly} of ${searches.length} came in directly`);
+});
+
 direct('when its body comes chunked or gzip-encoded, then it goes the full way, read by the pipeline\'s JSON step', async ({ base }) => {
   const chunked = new ReadableStream({
     start(controller) {
