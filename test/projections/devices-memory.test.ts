@@ -103,4 +103,37 @@ memory('given a remembered device at the row\'s revision, when a report arrives,
   assert.equal(await fields(db, 'm3'), ['a', 'b']);
 });
 
+memory('given a report of every kind of value, when it is applied, then history keeps each exactly as reported', async ({ db, store }) => {
+  const devices = devicesProjection();
+  const payload = {
+    quoted: 'say "hi", {braces} and \\ back\\slash',
+    nullWord: 'NULL',
+    empty: '',
+    spaced: '  edges  ',
+    unicode: 'åäö ✓ 🚀',
+    negative: -12.5,
+    tiny: 1e-300,
+    large: 1.7976931348623157e308,
+    flag: false,
+    nested: { on: true, level: 3 },
+  };
+  await applied(db, devices, await stored(store, 'm4', [registered('m4'), reported('m4', payload, '2026-11-24T10:01:00.123Z')]));
+  const rows = await db.selectFrom('device_history').select(['field', 'time', 'num', 'bool', 'str']).where('device_id', '=', 'm4').orderBy('field').execute();
+  const values = Object.fromEntries(rows.map((r) => [r.field, r.str ?? r.bool ?? r.num]));
+  assert.equal(values, {
+    empty: '',
+    flag: false,
+    large: 1.7976931348623157e308,
+    negative: -12.5,
+    'nested.level': 3,
+    'nested.on': true,
+    nullWord: 'NULL',
+    quoted: payload.quoted,
+    spaced: '  edges  ',
+    tiny: 1e-300,
+    unicode: 'åäö ✓ 🚀',
+  });
+  assert.ok(rows.every((r) => new Date(r.time as unknown as string).toISOString() === '2026-11-24T10:01:00.123Z'));
+});
+
 memory.run();
