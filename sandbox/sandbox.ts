@@ -151,12 +151,12 @@ function withLogs<T>(logs: string[], run: () => T): T {
   }
 }
 
-/** `decodeUplink`'s input, built as text: this is the per-call path. */
+/** `decodeUplink`'s input as the harness reads it (`uplink` in harness.ts): `[fPort, recvTime in ms, [bytes], variables?]`. */
 function uplinkInput(encodedData: EncodedData, options: DecodeOptions): string {
   const bytes = Buffer.from(encodedData.hexEncoded, 'hex').join(',');
   const recvTime = options.receivedAt === undefined ? Date.now() : Date.parse(options.receivedAt);
   const variables = options.parameters ? JSON.stringify(options.parameters) : '{}';
-  return `[{"bytes":[${bytes}],"fPort":${Number(encodedData.port)},"recvTime":${recvTime},"variables":${variables}}]`;
+  return `[${Number(encodedData.port)},${recvTime},[${bytes}]${variables === '{}' ? '' : `,${variables}`}]`;
 }
 
 /** One raw uplink through one context: `translate`, or `decodeUplink` and the field map. */
