@@ -328,27 +328,39 @@ export const HARNESS_SOURCE = String.raw`(function () {
     return entries;
   }
 
-  // decodeUplink's return as the host reads it. JSON.stringify writes NaN and
-  // the infinities as null, so a text without "null" in it needed no scrub;
-  // with one, it stands only when scrub finds nothing to change in the data
-  // (the null was a real null), otherwise the result takes the general way.
-  // Stringifying is the dearest step of a call in this engine: this does it
-  // once instead of after a copy.
+  // decodeUplink's return as the host reads it: {data?, warnings?, errors?},
+  // each read once; other keys are not sent (the host reads no others).
+  // JSON.stringify writes NaN and the infinities as null, so data whose text
+  // has no "null" in it needed no scrub; with one, the text stands only when
+  // scrub finds nothing to change (the null was a real null), otherwise the
+  // data takes the general way. Stringifying is the dearest step of a call in
+  // this engine: this does it once, on the data alone, without a copy.
   function finishDecoded(returned) {
     if (returned === null || typeof returned !== 'object' || isArray(returned) || returned instanceof PromiseCtor) return finish(returned, true);
-    var ok;
+    var text = '', data, warnings, errors, json;
     try {
-      ok = stringify(returned);
-      if (typeof ok !== 'string') return finish(returned, true);
-      if (ok.indexOf('null') >= 0) {
-        nonFinite = undefined;
-        var held = describeProperty(returned, 'data');
-        if (!held || !('value' in held) || scrub(held.value, '', 0) !== held.value || nonFinite) return finish(returned, true);
+      nonFinite = undefined;
+      data = returned.data; warnings = returned.warnings; errors = returned.errors;
+      if (data !== undefined) {
+        json = stringify(data);
+        if (json !== undefined && json.indexOf('null') >= 0) {
+          var scrubbed = scrub(data, '', 0);
+          if (scrubbed !== data) json = stringify(scrubbed);
+        }
+        if (json !== undefined) text = '"data":' + json;
       }
+      // A function or symbol is left out, as JSON.stringify leaves it out of an object.
+      json = warnings === undefined ? undefined : isArray(warnings) && warnings.length === 0 ? '[]' : stringify(warnings);
+      if (json !== undefined) text += (text ? ',' : '') + '"warnings":' + json;
+      json = errors === undefined ? undefined : isArray(errors) && errors.length === 0 ? '[]' : stringify(errors);
+      if (json !== undefined) text += (text ? ',' : '') + '"errors":' + json;
     } catch (error) {
-      return finish(returned, true);
+      return stringify({ unserializable: describe(error), logs: takeLogs() });
     }
-    return '{"ok":' + ok + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '') + '}';
+    return '{"ok":{' + text + '}'
+      + (nonFinite ? ',"nonFinite":' + stringify(nonFinite) : '')
+      + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '')
+      + '}';
   }
 
   function finish(returned, codec) {

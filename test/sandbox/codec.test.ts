@@ -134,6 +134,7 @@ codecs('given data that JSON writes with null in it, when decoded, then real nul
         case 4: return { data: { probe: null, depth: [1, -Infinity] } };
         case 5: return { data: { at: new Date(Date.UTC(2030, 0, 2)), air: 21 }, warnings: [] };
         case 6: return { data: { air: 22 }, errors: [null] };
+        case 8: return { data: { air: 24 }, warnings: function () {}, errors: undefined, extra: { get boom() { throw new Error('never read'); } } };
         default: return { data: { probe: null, air: 23 } };
       }
     }`,
@@ -147,6 +148,8 @@ codecs('given data that JSON writes with null in it, when decoded, then real nul
   assert.equal((await program.decode({ hexEncoded: '', port: 5 })).result, { at: '2030-01-02T00:00:00.000Z', air: 21 }, 'a Date arrives as its ISO text');
   assert.equal((await rejection(program.decode({ hexEncoded: '', port: 6 }), 'codec')).codecErrors, ['null']);
   assert.equal((await program.decode({ hexEncoded: '', port: 7 })).result, { air: 23 }, 'a real null alone is left out by omitNull');
+  const odd = await program.decode({ hexEncoded: '', port: 8 });
+  assert.equal([odd.result, odd.warnings], [{ air: 24 }, undefined], 'warnings that are a function are left out, as JSON leaves them; keys other than data, warnings and errors are not read');
 });
 
 codecs('given decodeUplink returning a non-object or throwing, when decoded, then each is a clear error and the next uplink decodes', async ({ sandbox }) => {
