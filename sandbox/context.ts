@@ -326,7 +326,8 @@ export class TranslatorContext {
 
   /**
    * Calls an entry point with its JSON-encoded input (for `translate` the
-   * argument list). Returns the raw return value; throws TranslatorError for
+   * argument list, for `decodeUplink` the list `uplink` in harness.ts reads).
+   * Returns the raw return value; throws TranslatorError for
    * failures of the code, or for return values that cannot cross. A time-out,
    * a memory failure or an engine fault breaks the context; a throw does not,
    * since every call starts from the same state.

@@ -228,52 +228,63 @@ export function compileFieldMap(fieldMap: FieldMap, spec: TranslatorSpec, unmapp
     };
   }
 
-  return function map(data) {
-    const result: Record<string, unknown> = {};
-    const from = new Map<string, string>();
-    const dropped: string[] = [];
-
-    const give = (field: string, value: unknown, source: string) => {
-      const earlier = from.get(field);
-      if (earlier !== undefined) throw violation(`${field}: given both by ${earlier} and by ${source} of the codec's data`, field);
-      from.set(field, source);
-      result[field] = value;
-    };
-
-    const walk = (value: Record<string, unknown> | unknown[], node: Node, path: Segment[], depth: number): void => {
-      if (depth > MAX_RESULT_DEPTH) throw violation(`${formatPath(path) || 'data'}: nests deeper than ${MAX_RESULT_DEPTH} levels`, formatPath(path));
-      const array = Array.isArray(value);
-      const keys: Segment[] = array ? value.map((_unused, i) => i) : Object.keys(value);
-      for (const key of keys) {
-        const item = (value as Record<Segment, unknown>)[key];
-        if (item === undefined) continue;
-        const at = [...path, key];
-        const child = node.children?.get(key);
-        if (child?.target) {
-          const t = child.target;
-          if (item === null) {
-            if (t.omitNull) continue;
-            throw violation(`${t.path} (fieldMap to ${t.field}): null is not a valid ${t.type} (set omitNull: true in its fieldMap entry to leave the field out)`, t.field);
-          }
-          if (t.converts) {
-            if (typeof item !== 'number') throw violation(`${t.path} (fieldMap to ${t.field}): scale and offset convert numbers, got ${show(item)}`, t.field);
-            give(t.field, converted(item, t), t.path);
-          } else {
-            give(t.field, item, t.path);
-          }
-        } else if (child?.children && typeof item === 'object' && item !== null) {
-          walk(item as Record<string, unknown>, child, at, depth + 1);
-        } else if (depth === 0 && typeof key === 'string' && !child && Object.hasOwn(spec, key)) {
-          give(key, item, `its own key ${key}`);
-        } else if (unmapped === 'drop') {
-          dropped.push(formatPath(at));
-        } else {
-          const text = formatPath(at);
-          throw violation(`${text}: in the codec's data but neither in the fieldMap nor declared in the spec (map it, declare it, or upload with unmapped: drop)`, text);
-        }
-      }
-    };
-    walk(data, root, [], 0);
-    return { result, dropped };
+  return (data) => {
+    const state: Walk = { spec, unmapped, result: {}, from: new Map(), dropped: [] };
+    walk(state, data, root, [], 0);
+    return { result: state.result, dropped: state.dropped };
   };
+}
+
+/** One mapping's state. The walk is a plain function over it: a closure made per call costs more than the walk of a small record. */
+interface Walk {
+  spec: TranslatorSpec;
+  unmapped: UnmappedPolicy;
+  result: Record<string, unknown>;
+  /** Field → the path it came from, to name both when two give the same field. */
+  from: Map<string, string>;
+  dropped: string[];
+}
+
+function give(state: Walk, field: string, value: unknown, source: string): void {
+  const earlier = state.from.get(field);
+  if (earlier !== undefined) throw violation(`${field}: given both by ${earlier} and by ${source} of the codec's data`, field);
+  state.from.set(field, source);
+  state.result[field] = value;
+}
+
+/** Maps `value`, found at `path` (a stack: pushed and popped around each key), under `node`. */
+function walk(state: Walk, value: Record<string, unknown> | unknown[], node: Node, path: Segment[], depth: number): void {
+  if (depth > MAX_RESULT_DEPTH) throw violation(`${formatPath(path) || 'data'}: nests deeper than ${MAX_RESULT_DEPTH} levels`, formatPath(path));
+  const array = Array.isArray(value);
+  const keys: Segment[] = array ? Array.from(value.keys()) : Object.keys(value);
+  for (const key of keys) {
+    const item = (value as Record<Segment, unknown>)[key];
+    if (item === undefined) continue;
+    const child = node.children?.get(key);
+    if (child?.target) {
+      const t = child.target;
+      if (item === null) {
+        if (t.omitNull) continue;
+        throw violation(`${t.path} (fieldMap to ${t.field}): null is not a valid ${t.type} (set omitNull: true in its fieldMap entry to leave the field out)`, t.field);
+      }
+      if (t.converts) {
+        if (typeof item !== 'number') throw violation(`${t.path} (fieldMap to ${t.field}): scale and offset convert numbers, got ${show(item)}`, t.field);
+        give(state, t.field, converted(item, t), t.path);
+      } else {
+        give(state, t.field, item, t.path);
+      }
+    } else if (child?.children && typeof item === 'object' && item !== null) {
+      path.push(key);
+      walk(state, item as Record<string, unknown>, child, path, depth + 1);
+      path.pop();
+    } else if (depth === 0 && typeof key === 'string' && !child && Object.hasOwn(state.spec, key)) {
+      give(state, key, item, `its own key ${key}`);
+    } else {
+      path.push(key);
+      const text = formatPath(path);
+      path.pop();
+      if (state.unmapped === 'drop') state.dropped.push(text);
+      else throw violation(`${text}: in the codec's data but neither in the fieldMap nor declared in the spec (map it, declare it, or upload with unmapped: drop)`, text);
+    }
+  }
 }

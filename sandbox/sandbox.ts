@@ -151,12 +151,17 @@ function withLogs<T>(logs: string[], run: () => T): T {
   }
 }
 
-/** `decodeUplink`'s input, built as text: this is the per-call path. */
+/** `decodeUplink`'s input as the harness reads it (`uplink` in harness.ts): `[fPort, recvTime in ms, [bytes], variables?]`. */
 function uplinkInput(encodedData: EncodedData, options: DecodeOptions): string {
   const bytes = Buffer.from(encodedData.hexEncoded, 'hex').join(',');
   const recvTime = options.receivedAt === undefined ? Date.now() : Date.parse(options.receivedAt);
-  const variables = options.parameters ? JSON.stringify(options.parameters) : '{}';
-  return `[{"bytes":[${bytes}],"fPort":${Number(encodedData.port)},"recvTime":${recvTime},"variables":${variables}}]`;
+  const variables = options.parameters && hasKeys(options.parameters) ? `,${JSON.stringify(options.parameters)}` : '';
+  return `[${Number(encodedData.port)},${recvTime},[${bytes}]${variables}]`;
+}
+
+function hasKeys(record: Record<string, unknown>): boolean {
+  for (const key in record) if (Object.hasOwn(record, key)) return true;
+  return false;
 }
 
 /** One raw uplink through one context: `translate`, or `decodeUplink` and the field map. */
@@ -269,9 +274,14 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
     return clean;
   }
 
+  /** The entry last moved to the end of `entries`; a run of calls of one translator moves it once. */
+  let newest: Entry | undefined;
+
   function touch(key: string, entry: Entry): void {
+    if (entry === newest) return;
     entries.delete(key);
     entries.set(key, entry);
+    newest = entry;
   }
 
   function makeProgram(key: string, compiled: Compiled, pool: ContextPool, defined: Entries): Program {
@@ -348,6 +358,7 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
       const pool = new ContextPool(poolSize, { create: () => build(code), destroy });
       const entry: Entry = { fingerprint, pool, program: makeProgram(source.key, compiled, pool, context.entries) };
       entries.set(source.key, entry);
+      newest = entry;
       pool.adopt(context);
       pool.fill();
       return entry.program;

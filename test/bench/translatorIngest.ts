@@ -23,7 +23,7 @@
  *   machine hits each variant alike; each variant reports its mean.
  */
 import type { ChildProcess } from 'node:child_process';
-import { connectMqtt, startPlatformProcess } from './processes.js';
+import { connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessage } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,8 +38,12 @@ const ROUNDS = 2;
 const CONNECTIONS = 4;
 const DEVICES = 200;
 const WINDOW = 64;
-const VARIANTS = ['plain', 'decoder', 'chain', 'codec', 'decodedPlain'] as const;
-type Variant = (typeof VARIANTS)[number];
+const ALL_VARIANTS = ['plain', 'decoder', 'chain', 'codec', 'decodedPlain'] as const;
+type Variant = (typeof ALL_VARIANTS)[number];
+/** `BENCH_VARIANTS=plain,codec` measures only those (a profile of one path); ratios with a variant left out are 0. */
+const VARIANTS: readonly Variant[] = process.env.BENCH_VARIANTS
+  ? ALL_VARIANTS.filter((v) => process.env.BENCH_VARIANTS!.split(',').includes(v))
+  : ALL_VARIANTS;
 
 export interface IngestFigures {
   seconds: number;
@@ -48,6 +52,10 @@ export interface IngestFigures {
   connections: number;
   inFlightPerConnection: number;
   acceptedPerSecond: Record<Variant, number>;
+  /** CPU time per accepted message of the platform process and of PostgreSQL, over each variant's measured phases. */
+  cpuMicrosPerMessage: Partial<Record<Variant, { platform: number; postgres: number }>>;
+  /** Messages acknowledged per variant over the whole run, warm-up included. */
+  sent: Partial<Record<Variant, number>>;
   ratioDecoderToPlain: number;
   ratioChainToPlain: number;
   ratioCodecToPlain: number;
@@ -78,8 +86,8 @@ const elsysDecoded = (() => {
   );
 })();
 
-/** Publishes to `topics` (one list per connection) for SECONDS; acknowledged messages per second. */
-async function phase(clients: MqttClient[], topics: string[][], uplinks: string[] = climateUplinks): Promise<number> {
+/** Publishes to `topics` (one list per connection) for SECONDS; acknowledged messages per second and their count. */
+async function phase(clients: MqttClient[], topics: string[][], uplinks: string[] = climateUplinks): Promise<{ rate: number; acked: number }> {
   const started = Date.now();
   const until = started + SECONDS * 1000;
   let acked = 0;
@@ -96,7 +104,7 @@ async function phase(clients: MqttClient[], topics: string[][], uplinks: string[
       await Promise.all(Array.from({ length: WINDOW }, lane));
     }),
   );
-  return acked / ((Date.now() - started) / 1000);
+  return { rate: acked / ((Date.now() - started) / 1000), acked };
 }
 
 export async function measureIngest(): Promise<IngestFigures> {
@@ -158,18 +166,34 @@ export async function measureIngest(): Promise<IngestFigures> {
       for (const d of devices) await call('PUT', `/api/iotnodes/${d._id}`, { translatorPreferences: preferences[variant] });
     }
     // Warm every translator context and device document once, outside the measurement.
-    for (const variant of VARIANTS) await phase(clients, topics[variant], uplinksOf(variant)).catch(() => 0);
+    // Messages each variant sent in all, warm-up included: what a CPU profile of the run (BENCH_PROFILE) divides by.
+    const sent: Partial<Record<Variant, number>> = {};
+    for (const variant of VARIANTS) sent[variant] = (await phase(clients, topics[variant], uplinksOf(variant)).catch(() => ({ acked: 0 }))).acked;
 
     const samples: Record<Variant, number[]> = { plain: [], decoder: [], chain: [], codec: [], decodedPlain: [] };
+    const cpu: Partial<Record<Variant, { platform: number; postgres: number; messages: number }>> = {};
     for (let round = 0; round < ROUNDS; round++) {
-      for (const variant of VARIANTS) samples[variant].push(await phase(clients, topics[variant], uplinksOf(variant)));
+      for (const variant of VARIANTS) {
+        const meter = cpuMeter(platform.child.pid!, join(dir, 'pg'));
+        const { rate, acked } = await phase(clients, topics[variant], uplinksOf(variant));
+        const spent = meter.per(1);
+        const sum = (cpu[variant] ??= { platform: 0, postgres: 0, messages: 0 });
+        sum.platform += spent.server;
+        sum.postgres += spent.postgres ?? 0;
+        sum.messages += acked;
+        sent[variant] = (sent[variant] ?? 0) + acked;
+        samples[variant].push(rate);
+      }
     }
     await Promise.all(clients.map((c) => c.endAsync()));
-    const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
+    const mean = (xs: number[]) => (xs.length === 0 ? 0 : Math.round(xs.reduce((a, b) => a + b, 0) / xs.length));
     const accepted = { plain: mean(samples.plain), decoder: mean(samples.decoder), chain: mean(samples.chain), codec: mean(samples.codec), decodedPlain: mean(samples.decodedPlain) };
+    const cpuMicrosPerMessage = Object.fromEntries(
+      Object.entries(cpu).map(([v, s]) => [v, { platform: Math.round(s.platform / Math.max(1, s.messages)), postgres: Math.round(s.postgres / Math.max(1, s.messages)) }]),
+    ) as IngestFigures['cpuMicrosPerMessage'];
     const sample = (await call<Record<string, unknown>[]>('GET', `/api/iotnodes?limit=1&filter[name]=${encodeURIComponent('bench/chain-0')}`))[0]!;
     const codecSample = (await call<Record<string, unknown>[]>('GET', `/api/iotnodes?limit=1&filter[name]=${encodeURIComponent('bench/codec-0')}`))[0]!;
-    const ratio = (a: number, b: number) => Math.round((a / b) * 1000) / 1000;
+    const ratio = (a: number, b: number) => (b === 0 ? 0 : Math.round((a / b) * 1000) / 1000);
     return {
       seconds: SECONDS,
       rounds: ROUNDS,
@@ -177,6 +201,8 @@ export async function measureIngest(): Promise<IngestFigures> {
       connections: CONNECTIONS,
       inFlightPerConnection: WINDOW,
       acceptedPerSecond: accepted,
+      cpuMicrosPerMessage,
+      sent,
       ratioDecoderToPlain: ratio(accepted.decoder, accepted.plain),
       ratioChainToPlain: ratio(accepted.chain, accepted.plain),
       ratioCodecToPlain: ratio(accepted.codec, accepted.plain),

@@ -124,6 +124,34 @@ codecs('given decodeUplink returning errors, when decoded, then the call fails a
   assert.equal(out.warnings, ['battery low']);
 });
 
+codecs('given data that JSON writes with null in it, when decoded, then real nulls, NaN and infinities are each told apart, whatever else is in the text', async ({ sandbox }) => {
+  const program = await load(sandbox, {
+    code: `function decodeUplink(input) {
+      switch (input.fPort) {
+        case 1: return { data: { label: 'nullable', air: 20 } };
+        case 2: return { data: { probe: null, air: NaN, soil: 7 } };
+        case 3: return { data: { probe: null, depth: [1, NaN, 3] } };
+        case 4: return { data: { probe: null, depth: [1, -Infinity] } };
+        case 5: return { data: { at: new Date(Date.UTC(2030, 0, 2)), air: 21 }, warnings: [] };
+        case 6: return { data: { air: 22 }, errors: [null] };
+        case 8: return { data: { air: 24 }, warnings: function () {}, errors: undefined, extra: { get boom() { throw new Error('never read'); } } };
+        default: return { data: { probe: null, air: 23 } };
+      }
+    }`,
+    spec: { label: 'string', air: 'number', soil: 'number', depth: 'array', at: 'date', externalTemperature: 'number' },
+    fieldMap: { probe: { field: 'externalTemperature', omitNull: true } },
+  });
+  assert.equal((await program.decode({ hexEncoded: '', port: 1 })).result, { label: 'nullable', air: 20 }, 'a string holding "null" is only a string');
+  assert.equal((await program.decode({ hexEncoded: '', port: 2 })).result, { soil: 7 }, 'a null beside a NaN: the NaN is dropped, the null left out by omitNull');
+  assert.equal((await program.decode({ hexEncoded: '', port: 3 })).result, { depth: [1, null, 3] }, 'NaN in a list is null, as JSON writes it');
+  assert.match((await rejection(program.decode({ hexEncoded: '', port: 4 }), 'spec')).message, 'data.depth[1]: -Infinity is not a finite number');
+  assert.equal((await program.decode({ hexEncoded: '', port: 5 })).result, { at: '2030-01-02T00:00:00.000Z', air: 21 }, 'a Date arrives as its ISO text');
+  assert.equal((await rejection(program.decode({ hexEncoded: '', port: 6 }), 'codec')).codecErrors, ['null']);
+  assert.equal((await program.decode({ hexEncoded: '', port: 7 })).result, { air: 23 }, 'a real null alone is left out by omitNull');
+  const odd = await program.decode({ hexEncoded: '', port: 8 });
+  assert.equal([odd.result, odd.warnings], [{ air: 24 }, undefined], 'warnings that are a function are left out, as JSON leaves them; keys other than data, warnings and errors are not read');
+});
+
 codecs('given decodeUplink returning a non-object or throwing, when decoded, then each is a clear error and the next uplink decodes', async ({ sandbox }) => {
   const program = await load(sandbox, {
     code: `function decodeUplink(input) {
