@@ -18,35 +18,48 @@ const HEADER_END = Buffer.from('\r\n\r\n');
 const CONTENT_LENGTH = /\r\ncontent-length:\s*(\d+)/i;
 
 export class HttpLane {
-  private readonly socket: Socket;
-  private readonly ready: Promise<void>;
+  private socket: Socket | null = null;
+  private ready: Promise<void> = Promise.resolve();
   private received: Buffer = Buffer.alloc(0);
   private waiting: { resolve: (status: number) => void; reject: (error: Error) => void } | null = null;
-  private failure: Error | null = null;
 
-  constructor(port: number, private readonly host = '127.0.0.1') {
-    this.socket = connect({ port, host, noDelay: true });
-    this.ready = new Promise((resolve, reject) => {
-      this.socket.once('connect', resolve);
-      this.socket.once('error', reject);
-    });
-    this.socket.on('data', (chunk) => this.read(chunk));
-    this.socket.on('error', (error) => this.fail(error));
-    this.socket.on('close', () => this.fail(new Error('the server closed the connection')));
-  }
+  constructor(
+    private readonly port: number,
+    private readonly host = '127.0.0.1',
+  ) {}
 
   /** Sends one request and resolves with the answer's status once its body has been read. */
   async send(method: string, path: string, headers: string, body: string): Promise<number> {
-    await this.ready;
-    if (this.failure) throw this.failure;
     if (this.waiting) throw new Error('one request at a time on a lane');
+    // A server closes kept-alive connections that stay idle (between phases); open a new one then, as pooling clients do.
+    if (!this.socket) this.open();
+    const socket = this.socket!;
+    await this.ready;
     const answer = new Promise<number>((resolve, reject) => (this.waiting = { resolve, reject }));
-    this.socket.write(`${method} ${path} HTTP/1.1\r\nhost: ${this.host}\r\n${headers}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    socket.write(`${method} ${path} HTTP/1.1\r\nhost: ${this.host}\r\n${headers}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     return answer;
   }
 
   close(): void {
-    this.socket.destroy();
+    this.socket?.destroy();
+    this.socket = null;
+  }
+
+  private open(): void {
+    const socket = connect({ port: this.port, host: this.host, noDelay: true });
+    this.socket = socket;
+    this.received = Buffer.alloc(0);
+    this.ready = new Promise((resolve, reject) => {
+      socket.once('connect', resolve);
+      socket.once('error', reject);
+    });
+    this.ready.catch(() => undefined);
+    socket.on('data', (chunk) => this.read(chunk));
+    socket.on('error', (error) => this.fail(error));
+    socket.on('close', () => {
+      if (this.socket === socket) this.socket = null;
+      this.fail(new Error('the server closed the connection during a request'));
+    });
   }
 
   private read(chunk: Buffer): void {
@@ -66,8 +79,8 @@ export class HttpLane {
     waiting.resolve(status);
   }
 
+  /** Fails the request in flight, if any; an idle lane just reconnects on its next request. */
   private fail(error: Error): void {
-    this.failure ??= error;
     const waiting = this.waiting;
     this.waiting = null;
     waiting?.reject(error);
