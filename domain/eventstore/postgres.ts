@@ -102,6 +102,16 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     return rows.map(toRecorded);
   }
 
+  async function readStreams(streamIds: string[]): Promise<RecordedEvent[]> {
+    if (streamIds.length === 0) return [];
+    const { rows } = await pool.query<EventRow>({
+      name: 'es_read_streams',
+      text: `SELECT ${COLUMNS} FROM unnest($1::text[]) WITH ORDINALITY AS s(id, n) JOIN es.events ON stream_id = s.id ORDER BY s.n, revision`,
+      values: [streamIds],
+    });
+    return rows.map(toRecorded);
+  }
+
   async function readAll({ after, limit }: ReadAllOptions): Promise<RecordedEvent[]> {
     const { rows } = await pool.query<EventRow>(
       `SELECT ${COLUMNS} FROM es.events
@@ -204,7 +214,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     };
   }
 
-  return { kind: 'postgres', append, appendMany, readStream, readAll, countAfter, readFiltered, subscribe, close: async () => {} };
+  return { kind: 'postgres', append, appendMany, readStream, readStreams, readAll, countAfter, readFiltered, subscribe, close: async () => {} };
 }
 
 /** pg hands int8 as a string unless a process-wide type parser turns it into a number. */

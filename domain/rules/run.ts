@@ -108,6 +108,9 @@ export function derivedId(...parts: string[]): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
+/** The event id of an action's outcome: one outcome per run and node, whoever records it and however often. */
+export const outcomeId = (runId: string, nodeId: string): string => derivedId('outcome', runId, nodeId);
+
 /** A 24-hex resource id (a command's) from its parts. */
 export const derivedResourceId = (...parts: string[]): string => createHash('sha256').update(parts.join('/')).digest('hex').slice(0, 24);
 
