@@ -314,7 +314,14 @@ export function decideStart(
   return { runId, ruleId: rule.id, ruleName: rule.name, owner: rule.owner, trigger, depth, conditions, actions, ...(missed ? { missed } : {}), at };
 }
 
-/** The device ids a run from this trigger may evaluate conditions on. */
-export function conditionDevices(definition: RuleDefinition): string[] {
-  return [...new Set(definition.nodes.flatMap((n) => (n.type === 'condition' ? [n.config.deviceId] : [])))];
+const conditionDevicesOf = new WeakMap<RuleDefinition, readonly string[]>();
+
+/** The device ids a run from this trigger may evaluate conditions on; worked out once per definition (a rule's runs share it). */
+export function conditionDevices(definition: RuleDefinition): readonly string[] {
+  let ids = conditionDevicesOf.get(definition);
+  if (!ids) {
+    ids = Object.freeze([...new Set(definition.nodes.flatMap((n) => (n.type === 'condition' ? [n.config.deviceId] : [])))]);
+    conditionDevicesOf.set(definition, ids);
+  }
+  return ids;
 }

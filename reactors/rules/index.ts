@@ -300,7 +300,7 @@ export class RulesReactor {
   }
 
   /** Devices as the owner sees them: documents from this batch where known, else from the read model; rights cached until an access event passes. */
-  private async views(owner: Principal | null, ids: string[], known: Map<string, DeviceDoc>): Promise<Map<string, DeviceView>> {
+  private async views(owner: Principal | null, ids: readonly string[], known: Map<string, DeviceDoc>): Promise<Map<string, DeviceView>> {
     const views = new Map<string, DeviceView>();
     if (!owner) {
       for (const id of ids) views.set(id, { doc: null, why: NO_OWNER });
