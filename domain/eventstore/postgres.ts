@@ -56,7 +56,11 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     const streams = appends.filter((a) => a.events.length > 0);
     if (streams.length === 0) return;
     // One statement, the batch as one JSON parameter: claim every stream's revisions, then insert the events in the given order.
-    const events = streams.flatMap((a) => a.events.map((e, i) => ({ s: a.streamId, o: i + 1, id: e.id, type: e.type, data: e.data, meta: e.metadata }))).map((e, p) => ({ ...e, p }));
+    const events: { s: string; o: number; id: string; type: string; data: unknown; meta: unknown; p: number }[] = [];
+    for (const a of streams) for (let i = 0; i < a.events.length; i++) {
+      const e = a.events[i]!;
+      events.push({ s: a.streamId, o: i + 1, id: e.id, type: e.type, data: e.data, meta: e.metadata, p: events.length });
+    }
     await pool.query(
       `WITH input AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(stream_id text, n bigint)),
        claim AS (
