@@ -70,7 +70,8 @@ interface Chain {
  * 2. Actions. Each `RuleRunStarted` that passes is carried out: every
  *    planned action without a recorded outcome is done with the owner's
  *    rights, and its outcome recorded (`RuleActionSucceeded`,
- *    `RuleActionFailed`). Effects carry ids derived from the run and the node
+ *    `RuleActionFailed`; a batch's outcomes in one append, see
+ *    `RuleActions.perform`). Effects carry ids derived from the run and the node
  *    (the command's id, the update's event id), so a repeat after a crash
  *    does nothing twice; a channel message may be sent again, with the same
  *    message id.
