@@ -29,6 +29,7 @@ export function measuredStore(store: EventStore, metrics: StoreMetrics): EventSt
     append: (streamId, events, expected) => timed(single, () => store.append(streamId, events, expected)),
     ...(appendMany ? { appendMany: (appends: Parameters<typeof appendMany>[0]) => timed(many, () => appendMany.call(store, appends)) } : {}),
     readStream: (streamId, options) => store.readStream(streamId, options),
+    readStreams: store.readStreams ? (streamIds) => store.readStreams!(streamIds) : undefined,
     readAll: (options) => store.readAll(options),
     subscribe: (options, handler) => store.subscribe(options, handler),
     countAfter: store.countAfter ? (after, cap) => store.countAfter!(after, cap) : undefined,

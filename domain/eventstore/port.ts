@@ -75,6 +75,13 @@ export interface EventStore {
   appendMany?(appends: { streamId: string; events: NewEvent[] }[]): Promise<void>;
   /** The stream's events in revision order; empty when the stream does not exist. */
   readStream(streamId: string, options?: { fromRevision?: number; limit?: number }): Promise<RecordedEvent[]>;
+  /**
+   * The events of several distinct streams in one round trip: each stream's events in
+   * revision order, the streams in the order given; a stream that does not
+   * exist adds nothing. Adapters without such a read leave it out; callers
+   * then read stream by stream.
+   */
+  readStreams?(streamIds: string[]): Promise<RecordedEvent[]>;
   /** Events in global order. Never returns an event that could be followed by one committed later at a lower position. */
   readAll(options: ReadAllOptions): Promise<RecordedEvent[]>;
   /**

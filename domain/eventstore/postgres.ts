@@ -56,7 +56,11 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     const streams = appends.filter((a) => a.events.length > 0);
     if (streams.length === 0) return;
     // One statement, the batch as one JSON parameter: claim every stream's revisions, then insert the events in the given order.
-    const events = streams.flatMap((a) => a.events.map((e, i) => ({ s: a.streamId, o: i + 1, id: e.id, type: e.type, data: e.data, meta: e.metadata }))).map((e, p) => ({ ...e, p }));
+    const events: { s: string; o: number; id: string; type: string; data: unknown; meta: unknown; p: number }[] = [];
+    for (const a of streams) for (let i = 0; i < a.events.length; i++) {
+      const e = a.events[i]!;
+      events.push({ s: a.streamId, o: i + 1, id: e.id, type: e.type, data: e.data, meta: e.metadata, p: events.length });
+    }
     await pool.query(
       `WITH input AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(stream_id text, n bigint)),
        claim AS (
@@ -98,6 +102,18 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     const { rows } = await pool.query<EventRow>(
       `SELECT ${COLUMNS} FROM es.events WHERE stream_id = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
       [streamId, opts.fromRevision ?? 0, opts.limit ?? null],
+    );
+    return rows.map(toRecorded);
+  }
+
+  async function readStreams(streamIds: string[]): Promise<RecordedEvent[]> {
+    if (streamIds.length === 0) return [];
+    // Each stream read on the stream index, as `readStream` does.
+    const { rows } = await pool.query<EventRow>(
+      `SELECT e.* FROM unnest($1::text[]) WITH ORDINALITY AS s(id, n)
+       CROSS JOIN LATERAL (SELECT ${COLUMNS} FROM es.events WHERE stream_id = s.id ORDER BY revision) AS e
+       ORDER BY s.n, e.revision`,
+      [streamIds],
     );
     return rows.map(toRecorded);
   }
@@ -204,7 +220,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     };
   }
 
-  return { kind: 'postgres', append, appendMany, readStream, readAll, countAfter, readFiltered, subscribe, close: async () => {} };
+  return { kind: 'postgres', append, appendMany, readStream, readStreams, readAll, countAfter, readFiltered, subscribe, close: async () => {} };
 }
 
 /** pg hands int8 as a string unless a process-wide type parser turns it into a number. */

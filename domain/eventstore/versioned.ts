@@ -24,6 +24,10 @@ export function versioned(store: EventStore, schemas: EventSchemas = EVENT_SCHEM
     const appendMany = store.appendMany.bind(store);
     wrapped.appendMany = (appends) => appendMany(appends.map((a) => ({ streamId: a.streamId, events: stamped(a.events) })));
   }
+  if (store.readStreams) {
+    const readStreams = store.readStreams.bind(store);
+    wrapped.readStreams = async (streamIds) => up(await readStreams(streamIds));
+  }
   if (store.readFiltered) {
     const readFiltered = store.readFiltered.bind(store);
     wrapped.readFiltered = async (filter, options) => up(await readFiltered(filter, options));

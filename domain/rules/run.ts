@@ -108,6 +108,9 @@ export function derivedId(...parts: string[]): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
+/** The event id of an action's outcome: one outcome per run and node, whoever records it and however often. */
+export const outcomeId = (runId: string, nodeId: string): string => derivedId('outcome', runId, nodeId);
+
 /** A 24-hex resource id (a command's) from its parts. */
 export const derivedResourceId = (...parts: string[]): string => createHash('sha256').update(parts.join('/')).digest('hex').slice(0, 24);
 
@@ -311,7 +314,14 @@ export function decideStart(
   return { runId, ruleId: rule.id, ruleName: rule.name, owner: rule.owner, trigger, depth, conditions, actions, ...(missed ? { missed } : {}), at };
 }
 
-/** The device ids a run from this trigger may evaluate conditions on. */
-export function conditionDevices(definition: RuleDefinition): string[] {
-  return [...new Set(definition.nodes.flatMap((n) => (n.type === 'condition' ? [n.config.deviceId] : [])))];
+const conditionDevicesOf = new WeakMap<RuleDefinition, readonly string[]>();
+
+/** The device ids a run from this trigger may evaluate conditions on; worked out once per definition (a rule's runs share it). */
+export function conditionDevices(definition: RuleDefinition): readonly string[] {
+  let ids = conditionDevicesOf.get(definition);
+  if (!ids) {
+    ids = Object.freeze([...new Set(definition.nodes.flatMap((n) => (n.type === 'condition' ? [n.config.deviceId] : [])))]);
+    conditionDevicesOf.set(definition, ids);
+  }
+  return ids;
 }

@@ -17,11 +17,12 @@ export class RecentMemory<K, V> {
     if (capacity < 2) throw new Error('a RecentMemory holds at least two entries');
   }
 
+  /** The entry's value; an entry kept with the value `undefined` reads as absent (so a miss, the usual case of a cache, costs two lookups, not three). */
   get(key: K): V | undefined {
     const value = this.young.get(key);
-    if (value !== undefined || this.young.has(key)) return value;
-    if (!this.old.has(key)) return undefined;
-    const kept = this.old.get(key) as V;
+    if (value !== undefined) return value;
+    const kept = this.old.get(key);
+    if (kept === undefined) return undefined;
     this.set(key, kept);
     return kept;
   }

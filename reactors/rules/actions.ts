@@ -3,15 +3,15 @@ import type { Principal } from '../../api/auth/principal.js';
 import { scopesOn } from '../../api/access.js';
 import type { DeviceCommandInput, SentCommand } from '../../api/commands/send.js';
 import { loadCustomRoles } from '../../projections/access.js';
-import type { RecordedEvent } from '../../domain/shared/events.js';
+import type { NewEvent, RecordedEvent } from '../../domain/shared/events.js';
 import type { Fence } from '../../domain/eventstore/leases.js';
-import { handle, type CommandContext } from '../../domain/shared/decider.js';
+import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
 import { ConflictError, ForbiddenError, NotFoundError, PlatformError } from '../../domain/shared/errors.js';
 import { satisfies, type Need } from '../../domain/access/scopes.js';
 import { allowedMethods } from '../../domain/access/roles.js';
 import { PROTECTED_FROM_REPORTS, deviceDecider, deviceStream } from '../../domain/devices/device.js';
 import { ruleActor } from '../../domain/rules/rule.js';
-import { derivedId, derivedResourceId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
+import { derivedId, derivedResourceId, outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
 import { NO_OWNER } from './views.js';
 
 /** What actions reach outside the event store with. */
@@ -73,27 +73,65 @@ export class RuleActions {
     this.stopping.abort();
   }
 
+  /**
+   * Carries out a batch's runs and records their outcomes. The runs' streams
+   * are read in one round trip (outcomes recorded before, by a batch handled
+   * again after a crash, are not done again), and every outcome of the batch
+   * is stored in one multi-stream append once its actions are done: all of
+   * them or none. Each outcome's event id is derived from its run and node,
+   * so an outcome can be stored only once whatever writes it, and a batch
+   * handled again after a crash between the actions and that append does the
+   * actions again (their effects carry ids of their own, so nothing is done
+   * twice) and stores what is missing.
+   */
   async perform(runs: (RecordedEvent & { data: RunStarted })[]): Promise<void> {
+    const states = await this.states(runs.map((e) => e.data.runId));
+    const outcomes = new Map<string, NewEvent[]>();
     const byRule = new Map<string, (RecordedEvent & { data: RunStarted })[]>();
     for (const e of runs) byRule.set(e.data.ruleId, [...(byRule.get(e.data.ruleId) ?? []), e]);
     const queue = [...byRule.values()];
     const work = async () => {
-      for (let group = queue.shift(); group; group = queue.shift()) for (const e of group) await this.carryOut(e);
+      for (let group = queue.shift(); group; group = queue.shift()) for (const e of group) await this.carryOut(e, states.get(e.data.runId) ?? runDecider.initialState(), outcomes);
     };
     await Promise.all(Array.from({ length: Math.min(PARALLEL_RULES, queue.length) }, work));
+    await this.record(outcomes);
   }
 
-  private async carryOut(e: RecordedEvent & { data: RunStarted }): Promise<void> {
+  /** Each run's state as stored. */
+  private async states(runIds: string[]): Promise<Map<string, RunState>> {
+    const streams = [...new Set(runIds)].map(runStream);
+    const { store } = this.deps;
+    const events = store.readStreams ? await store.readStreams(streams) : (await Promise.all(streams.map((s) => store.readStream(s)))).flat();
+    const states = new Map<string, RunState>();
+    for (const x of events) {
+      const runId = (x.data as { runId: string }).runId;
+      states.set(runId, runDecider.evolve(states.get(runId) ?? runDecider.initialState(), x as unknown as RunEvent));
+    }
+    return states;
+  }
+
+  /** The batch's outcomes, in one append where the store can; when some were stored already, event by event, where a repeat is a no-op. */
+  private async record(outcomes: Map<string, NewEvent[]>): Promise<void> {
+    if (outcomes.size === 0) return;
+    const { store } = this.deps;
+    if (store.appendMany) {
+      try {
+        await store.appendMany([...outcomes].map(([streamId, events]) => ({ streamId, events })));
+        return;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '23505') throw error;
+      }
+    }
+    for (const [streamId, events] of outcomes) for (const event of events) await store.append(streamId, [event], 'any');
+  }
+
+  private async carryOut(e: RecordedEvent & { data: RunStarted }, stored: RunState, outcomes: Map<string, NewEvent[]>): Promise<void> {
     const run = e.data;
-    if (run.actions.length === 0) return;
-    // The outcomes already recorded (a run handled again after a crash) are not done again.
-    const stored = await this.deps.store.readStream(runStream(run.runId));
-    const state = stored.reduce<RunState>((s, x) => runDecider.evolve(s, x as unknown as RunEvent), runDecider.initialState());
-    const pending = pendingActions(state);
-    if (pending.length === 0) return;
+    let state = stored;
+    if (run.actions.length === 0 || pendingActions(state).length === 0) return;
     const owner = await this.deps.principals.get(run.owner);
     const chain = (await this.chainOf(run.runId)) ?? { depth: run.depth, rules: [run.ruleId] };
-    for (const action of pending) {
+    for (const action of pendingActions(state)) {
       const at = this.deps.clock().toISOString();
       const effect: CommandContext = { actor: ruleActor(run.ruleId), correlationId: e.metadata.correlationId, causationId: run.runId, now: at };
       let outcome: Outcome;
@@ -110,7 +148,11 @@ export class RuleActions {
         ? { type: 'RuleActionSucceeded', data: { ...base, detail: outcome.detail, ...(outcome.commandId ? { commandId: outcome.commandId } : {}), ...(outcome.eventId ? { eventId: outcome.eventId } : {}), ...(outcome.log ? { log: outcome.log } : {}) } }
         : { type: 'RuleActionFailed', data: { ...base, reason: outcome.reason.slice(0, 2000) } };
       const context: CommandContext = { actor: 'system:rules', correlationId: e.metadata.correlationId, causationId: run.runId, now: at };
-      await handle(this.deps.store, runStream(run.runId), runDecider, { type: 'RecordOutcome', event }, context, { retries: 5 });
+      for (const decided of runDecider.decide({ type: 'RecordOutcome', event }, state)) {
+        state = runDecider.evolve(state, decided);
+        const streamId = runStream(run.runId);
+        outcomes.set(streamId, [...(outcomes.get(streamId) ?? []), toNewEvent(decided, context, outcomeId(run.runId, action.nodeId))]);
+      }
     }
   }
 

@@ -70,7 +70,8 @@ interface Chain {
  * 2. Actions. Each `RuleRunStarted` that passes is carried out: every
  *    planned action without a recorded outcome is done with the owner's
  *    rights, and its outcome recorded (`RuleActionSucceeded`,
- *    `RuleActionFailed`). Effects carry ids derived from the run and the node
+ *    `RuleActionFailed`; a batch's outcomes in one append, see
+ *    `RuleActions.perform`). Effects carry ids derived from the run and the node
  *    (the command's id, the update's event id), so a repeat after a crash
  *    does nothing twice; a channel message may be sent again, with the same
  *    message id.
@@ -300,7 +301,7 @@ export class RulesReactor {
   }
 
   /** Devices as the owner sees them: documents from this batch where known, else from the read model; rights cached until an access event passes. */
-  private async views(owner: Principal | null, ids: string[], known: Map<string, DeviceDoc>): Promise<Map<string, DeviceView>> {
+  private async views(owner: Principal | null, ids: readonly string[], known: Map<string, DeviceDoc>): Promise<Map<string, DeviceView>> {
     const views = new Map<string, DeviceView>();
     if (!owner) {
       for (const id of ids) views.set(id, { doc: null, why: NO_OWNER });

@@ -13,7 +13,7 @@ export const NO_OWNER = "the rule's owner no longer exists or is disabled";
  * by the owner). `known` holds documents the caller already has (a device
  * as the triggering event left it), which still need the owner's right.
  */
-export async function deviceViews(db: Kysely<Database>, owner: Principal | null, ids: string[], known: Map<string, DeviceDoc> = new Map()): Promise<Map<string, DeviceView>> {
+export async function deviceViews(db: Kysely<Database>, owner: Principal | null, ids: readonly string[], known: Map<string, DeviceDoc> = new Map()): Promise<Map<string, DeviceView>> {
   const views = new Map<string, DeviceView>();
   const wanted = [...new Set(ids)];
   if (wanted.length === 0) return views;

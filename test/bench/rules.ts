@@ -25,6 +25,11 @@
  *   (rule runs decided; calculation results stored, beside the reports that
  *   set them off, which they must equal).
  *
+ * - Per phase, the CPU time each process spent per accepted report
+ *   (`cpuPerReport`: the platform, PostgreSQL's whole cluster, this load
+ *   generator), from the phase's start until every subscriber of the log
+ *   has caught up after it, so the reactors' work on the phase counts too.
+ *
  * `BENCH_LOADS=onChangeCalculations` (names, comma-separated) runs only those
  * loads, to tell what each one costs.
  *
@@ -38,7 +43,7 @@ import { join } from 'node:path';
 import type { MqttClient } from 'mqtt';
 import pg from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
-import { connectMqtt, startPlatformProcess, type PlatformProcess } from './processes.js';
+import { connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessage, type PlatformProcess } from './processes.js';
 import { createCalculationLoad, deleteCalculationLoad } from './calculationLoad.js';
 
 const SECONDS = Number(process.env.BENCH_RULES_SECONDS ?? 8);
@@ -120,8 +125,8 @@ const connect = (port: number, username: string, password: string) => connectMqt
 
 const reports = Array.from({ length: 100 }, (_r, i) => JSON.stringify({ temperature: i }));
 
-/** Publishes for SECONDS; acknowledged messages per second. */
-async function phase(clients: MqttClient[], topics: string[][]): Promise<number> {
+/** Publishes for SECONDS; acknowledged messages, and per second. */
+async function phase(clients: MqttClient[], topics: string[][]): Promise<{ acked: number; perSecond: number }> {
   const started = Date.now();
   const until = started + SECONDS * 1000;
   let acked = 0;
@@ -138,8 +143,40 @@ async function phase(clients: MqttClient[], topics: string[][]): Promise<number>
       await Promise.all(Array.from({ length: WINDOW }, lane));
     }),
   );
-  return acked / ((Date.now() - started) / 1000);
+  return { acked, perSecond: acked / ((Date.now() - started) / 1000) };
 }
+
+/**
+ * `BENCH_STATEMENTS=<n>`: the platform's `n` most called statements (from
+ * `pg_stat_statements`), calls and execution time per accepted report, over
+ * the `none` phases and over the `with` phases (each up to its catch-up).
+ */
+const STATEMENTS = Number(process.env.BENCH_STATEMENTS ?? 0);
+
+type Statements = Map<string, { calls: number; ms: number }>;
+
+async function statements(db: pg.Pool, into: Statements): Promise<void> {
+  if (!STATEMENTS) return;
+  const { rows } = await db.query<{ query: string; calls: string; ms: number }>(
+    "SELECT query, calls::text, total_exec_time AS ms FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'",
+  );
+  for (const r of rows) {
+    const key = r.query.replace(/\s+/g, ' ').slice(0, 160);
+    const was = into.get(key) ?? { calls: 0, ms: 0 };
+    into.set(key, { calls: was.calls + Number(r.calls), ms: was.ms + r.ms });
+  }
+  await db.query('SELECT pg_stat_statements_reset()');
+}
+
+/** The most called statements, and those that took the longest. */
+const perReport = (s: Statements, reports: number) => {
+  const top = (by: (v: { calls: number; ms: number }) => number) =>
+    [...s]
+      .sort((a, b) => by(b[1]) - by(a[1]))
+      .slice(0, STATEMENTS)
+      .map(([query, v]) => ({ callsPerReport: Math.round((v.calls / reports) * 1000) / 1000, execUsPerReport: Math.round((v.ms * 1000) / reports), query }));
+  return { byCalls: top((v) => v.calls), byTime: top((v) => v.ms) };
+};
 
 const METRICS_TOKEN = 'bench-rules-metrics-token-0123456789';
 
@@ -151,17 +188,17 @@ const METRICS_TOKEN = 'bench-rules-metrics-token-0123456789';
  * to handle. So a lag of 0 counts only once every transaction up to the last event stored at the call
  * has ended.
  */
-async function caughtUp(http: number, name: string, db: pg.Pool): Promise<number> {
+async function caughtUp(http: number, name: string | RegExp, db: pg.Pool): Promise<number> {
   const started = Date.now();
   const { rows } = await db.query<{ x: string | null }>('SELECT max(transaction_id)::text AS x FROM es.events');
   const last = rows[0]!.x ?? '0';
-  const pattern = new RegExp(`^platform_subscriber_lag_events\\{subscriber="${name}"\\} (\\d+)$`, 'm');
+  const pattern = new RegExp(`^platform_subscriber_lag_events\\{subscriber="${typeof name === 'string' ? name : name.source}"\\} (\\d+)$`, 'gm');
   for (;;) {
     const visible = await db.query<{ v: boolean }>('SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 AS v', [last]);
     if (visible.rows[0]!.v) {
       const res = await fetch(`http://127.0.0.1:${http}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
-      const lag = pattern.exec(await res.text());
-      if (lag && Number(lag[1]) === 0) return Date.now() - started;
+      const lags = [...(await res.text()).matchAll(pattern)];
+      if (lags.length && lags.every((lag) => Number(lag[1]) === 0)) return Date.now() - started;
     }
     if (Date.now() - started > 120_000) return Number.NaN;
     await new Promise((r) => setTimeout(r, 50));
@@ -170,8 +207,18 @@ async function caughtUp(http: number, name: string, db: pg.Pool): Promise<number
 
 export async function measureRules() {
   const dir = mkdtempSync(join(tmpdir(), 'bench-rules-'));
-  const cluster = startPrivateCluster(dir, 'bench');
+  let cluster = startPrivateCluster(dir, 'bench');
+  if (STATEMENTS) {
+    // pg_stat_statements needs the library loaded at the server's start.
+    const once = new pg.Client({ connectionString: cluster.url('bench') });
+    await once.connect();
+    await once.query("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'");
+    await once.end();
+    cluster.stop();
+    cluster = startPrivateCluster(dir, 'bench');
+  }
   const db = new pg.Pool({ connectionString: cluster.url('bench'), max: 2 });
+  if (STATEMENTS) await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   let child: ChildProcess | null = null;
   try {
     const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'), { METRICS_TOKEN });
@@ -202,15 +249,36 @@ export async function measureRules() {
     const none: number[] = [];
     const withLoads: number[] = [];
     const reactors: Record<string, { catchUpMsAfterPhase: number[]; perPhase: Work[] }> = Object.fromEntries(LOADS.map((l) => [l.name, { catchUpMsAfterPhase: [], perPhase: [] }]));
+    const cpu: { none: CpuPerMessage[]; with: CpuPerMessage[] } = { none: [], with: [] };
+    const pgData = join(dir, 'pg');
+    const every = /[^"]+/;
+    const stmts = { none: new Map() as Statements, with: new Map() as Statements };
+    const counted = { none: 0, with: 0 };
     for (let round = 0; round < ROUNDS; round++) {
-      none.push(await phase(clients, topics));
+      await caughtUp(platform.ports.http!, every, db);
+      await statements(db, new Map());
+      let meter = cpuMeter(platform.child.pid!, pgData);
+      const plain = await phase(clients, topics);
+      await caughtUp(platform.ports.http!, every, db);
+      await statements(db, stmts.none);
+      counted.none += plain.acked;
+      none.push(plain.perSecond);
+      cpu.none.push(meter.per(plain.acked));
       const set = [];
       for (const load of LOADS) set.push(await load.setUp(call, devices, db));
       for (const load of LOADS) await caughtUp(platform.ports.http!, load.reactor, db);
+      await caughtUp(platform.ports.http!, every, db);
       const before = await Promise.all(set.map((s) => s.work()));
-      withLoads.push(await phase(clients, topics));
+      await statements(db, new Map());
+      meter = cpuMeter(platform.child.pid!, pgData);
+      const loaded = await phase(clients, topics);
+      withLoads.push(loaded.perSecond);
       // Each reactor's catch-up counts from the end of the phase.
       const caught = await Promise.all(LOADS.map((load) => caughtUp(platform.ports.http!, load.reactor, db)));
+      await caughtUp(platform.ports.http!, every, db);
+      cpu.with.push(meter.per(loaded.acked));
+      await statements(db, stmts.with);
+      counted.with += loaded.acked;
       for (const [i, load] of LOADS.entries()) {
         reactors[load.name]!.catchUpMsAfterPhase.push(caught[i]!);
         const after = await set[i]!.work();
@@ -220,6 +288,7 @@ export async function measureRules() {
     }
     await Promise.all(clients.map((c) => c.endAsync()));
     const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
+    const meanCpu = (xs: CpuPerMessage[]) => ({ server: mean(xs.map((x) => x.server)), postgres: mean(xs.map((x) => x.postgres ?? 0)), loadGenerator: mean(xs.map((x) => x.loadGenerator)) });
     const ratio = Math.round((mean(withLoads) / mean(none)) * 1000) / 1000;
     return {
       seconds: SECONDS,
@@ -233,7 +302,9 @@ export async function measureRules() {
       acceptedPerSecond: { none: mean(none), with: mean(withLoads) },
       samples: { none, with: withLoads },
       ratioWithToNone: ratio,
+      cpuPerReport: { none: meanCpu(cpu.none), with: meanCpu(cpu.with), samples: cpu },
       reactors,
+      ...(STATEMENTS ? { statements: { none: perReport(stmts.none, counted.none), with: perReport(stmts.with, counted.with) } } : {}),
       aim: { ratioAtLeast: 0.7, met: ratio >= 0.7 },
     };
   } finally {

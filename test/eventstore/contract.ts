@@ -103,6 +103,22 @@ export function eventStoreContract(adapter: string, kind: EventStore['kind'], op
     assert.equal(await store.readStream(streamName('missing')), []);
   });
 
+  test('given streams, when several are read at once, then each stream in revision order, in the order asked; a missing one adds nothing', async ({ store }) => {
+    if (!store.readStreams) return; // an adapter without it is read stream by stream
+    const [a, b, c] = [streamName('many'), streamName('many'), streamName('many')];
+    const ofA = [newEvent(), newEvent(), newEvent()];
+    const ofB = [newEvent()];
+    const ofC = [newEvent(), newEvent()];
+    await store.append(a, ofA.slice(0, 2), 'no_stream');
+    await store.append(b, ofB, 'no_stream');
+    await store.append(c, ofC, 'no_stream');
+    await store.append(a, ofA.slice(2), 'any');
+    const read = await store.readStreams([c, streamName('missing'), a, b]);
+    assert.equal(ids(read), ids([...ofC, ...ofA, ...ofB]));
+    assert.equal(read.map((e) => `${e.streamId === a ? 'a' : e.streamId === b ? 'b' : 'c'}${e.revision}`), ['c0', 'c1', 'a0', 'a1', 'a2', 'b0']);
+    assert.equal(await store.readStreams([]), []);
+  });
+
   test('given no stream, when appending with no_stream, then accepted; given the stream, then refused and nothing is written', async ({ store }) => {
     const s = streamName('no-stream');
     const first = newEvent();

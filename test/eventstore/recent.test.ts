@@ -98,7 +98,7 @@ recent('given a window of at most 5 events, when a subscriber catches up from th
   const head = await follow(all[19]!.position, 3);
   assert.equal(head, all.slice(20).map((e) => e.type));
   const readsByHead = reads;
-  // The window now holds only the last 5; the subscriber from the start reads the store until it reaches them.
+  // The window now holds at most the last 5; the subscriber from the start reads the store until it reaches them.
   const behind = await follow(null, 7);
   assert.equal(behind, all.map((e) => e.type));
   assert.ok(reads > readsByHead, 'the subscriber behind the window read the store');
