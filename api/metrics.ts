@@ -79,68 +79,47 @@ export function createMetrics(log: Logger): Metrics {
     appendSeconds: new Histogram({ name: 'platform_eventstore_append_duration_seconds', help: 'Event-store appends (one stream, or many streams at once for ingest batches), including their commit.', labelNames: ['operation'] as const, buckets: SECONDS_FAST, registers }),
   };
 
-  // Counted by the sandbox itself (plain numbers, no cost per call here); read at each scrape.
-  new Counter({
-    name: 'platform_sandbox_calls_total',
-    help: 'Translator calls (decode, chain, encode) by outcome: ok, timeout (past the call deadline), error (any other failure of the translator).',
-    labelNames: ['outcome'] as const,
-    registers,
-    collect() {
-      if (!sandbox) return;
-      const s = sandbox();
-      this.reset();
-      this.inc({ outcome: 'ok' }, s.calls - s.timeouts - s.failures);
-      this.inc({ outcome: 'timeout' }, s.timeouts);
-      this.inc({ outcome: 'error' }, s.failures);
-    },
-  });
-  new Gauge({
-    name: 'platform_sandbox_contexts',
-    help: 'Translator contexts alive (warm in a pool, lent to a call, or being built), across every loaded translator.',
-    registers,
-    collect() {
-      if (sandbox) this.set(sandbox().contexts);
-    },
-  });
-  new Gauge({
-    name: 'platform_sandbox_translators',
-    help: 'Translator versions loaded, each with its pool of warm contexts.',
-    registers,
-    collect() {
-      if (sandbox) this.set(sandbox().programs);
-    },
-  });
+  /** A counter copied at each scrape from counts a running part keeps itself (plain numbers, no cost per event here). */
+  const countedBy = (name: string, help: string, label: string, read: () => Record<string, number> | null) =>
+    new Counter({
+      name,
+      help,
+      labelNames: [label],
+      registers,
+      collect() {
+        const counts = read();
+        if (!counts) return;
+        this.reset();
+        for (const [value, count] of Object.entries(counts)) this.inc({ [label]: value }, count);
+      },
+    });
+  /** A gauge set at each scrape from a running part; left unset until the part is followed. */
+  const readFrom = (name: string, help: string, read: () => number | null) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        const value = read();
+        if (value !== null) this.set(value);
+      },
+    });
 
-  // Counted by the calculations reactor (plain numbers); read at each scrape.
-  new Counter({
-    name: 'platform_calculation_window_runs_total',
-    help: 'Runs of window calculations by where their readings came from: memory (the windows the reactor keeps), database (an aggregate over device_history).',
-    labelNames: ['source'] as const,
-    registers,
-    collect() {
-      if (!calculations) return;
-      const s = calculations();
-      this.reset();
-      this.inc({ source: 'memory' }, s.runs.memory);
-      this.inc({ source: 'database' }, s.runs.database);
-    },
+  countedBy('platform_sandbox_calls_total', 'Translator calls (decode, chain, encode) by outcome: ok, timeout (past the call deadline), error (any other failure of the translator).', 'outcome', () => {
+    if (!sandbox) return null;
+    const s = sandbox();
+    return { ok: s.calls - s.timeouts - s.failures, timeout: s.timeouts, error: s.failures };
   });
-  new Gauge({
-    name: 'platform_calculation_window_readings',
-    help: 'Readings the calculations reactor keeps in memory for onChange windows (at most CALCULATION_WINDOW_READINGS).',
-    registers,
-    collect() {
-      if (calculations) this.set(calculations().readings);
-    },
+  readFrom('platform_sandbox_contexts', 'Translator contexts alive (warm in a pool, lent to a call, or being built), across every loaded translator.', () => sandbox?.().contexts ?? null);
+  readFrom('platform_sandbox_translators', 'Translator versions loaded, each with its pool of warm contexts.', () => sandbox?.().programs ?? null);
+
+  countedBy('platform_calculation_window_runs_total', 'Runs of window calculations by where their readings came from: memory (the windows the reactor keeps), database (an aggregate over device_history).', 'source', () => {
+    if (!calculations) return null;
+    const { runs } = calculations();
+    return { memory: runs.memory, database: runs.database };
   });
-  new Gauge({
-    name: 'platform_calculation_window_series',
-    help: 'Device fields whose windows the calculations reactor keeps in memory.',
-    registers,
-    collect() {
-      if (calculations) this.set(calculations().series);
-    },
-  });
+  readFrom('platform_calculation_window_readings', 'Readings the calculations reactor keeps in memory for onChange windows (at most CALCULATION_WINDOW_READINGS).', () => calculations?.().readings ?? null);
+  readFrom('platform_calculation_window_series', 'Device fields whose windows the calculations reactor keeps in memory.', () => calculations?.().series ?? null);
 
   // Lag is measured against the store at each scrape, so a subscriber that is stuck shows a growing lag.
   // The registry reads the gauges one after another, starting each one's collect in order: the three share
