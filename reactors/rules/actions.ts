@@ -110,17 +110,21 @@ export class RuleActions {
     return states;
   }
 
-  /** The batch's outcomes, in one append where the store can; when some were stored already, event by event, where a repeat is a no-op. */
+  /**
+   * The batch's outcomes, in one append where the store can. Should that fail
+   * (some were stored already, by a batch handled before a crash), event by
+   * event, where a repeat of a stored event is a no-op and any other failure
+   * is the store's own.
+   */
   private async record(outcomes: Map<string, NewEvent[]>): Promise<void> {
     if (outcomes.size === 0) return;
     const { store } = this.deps;
     if (store.appendMany) {
-      try {
-        await store.appendMany([...outcomes].map(([streamId, events]) => ({ streamId, events })));
-        return;
-      } catch (error) {
-        if ((error as { code?: string }).code !== '23505') throw error;
-      }
+      const stored = await store.appendMany([...outcomes].map(([streamId, events]) => ({ streamId, events }))).then(
+        () => true,
+        () => false,
+      );
+      if (stored) return;
     }
     for (const [streamId, events] of outcomes) for (const event of events) await store.append(streamId, [event], 'any');
   }
