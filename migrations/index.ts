@@ -17,6 +17,7 @@ import * as leases from './0047_leases.js';
 import * as audit from './0050_audit.js';
 import * as deviceSnapshots from './0051_device_snapshots.js';
 import * as analytics from './0052_analytics.js';
+import * as historyPerReport from './0053_history_per_report.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -41,6 +42,7 @@ export const migrations: Record<string, Migration> = {
   '0050_audit': audit,
   '0051_device_snapshots': deviceSnapshots,
   '0052_analytics': analytics,
+  '0053_history_per_report': historyPerReport,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -23,15 +23,16 @@ export interface DevicesTable {
   reported_at: Date | null;
 }
 
+/**
+ * One row per report: `fields` maps the dotted path of each scalar value the
+ * report brought (`devices.3.temperature`) to the value as reported. Readers
+ * take one field's series through the SQL function `device_series(device,
+ * field)` (migrations/0053_history_per_report.ts).
+ */
 export interface DeviceHistoryTable {
   device_id: string;
-  /** A top-level field, or a dotted path into nested values (`devices.3.temperature`). */
-  field: string;
   time: Date;
-  /** Numbers, and booleans as 0 or 1, so numeric calculations cover both. */
-  num: number | null;
-  bool: boolean | null;
-  str: string | null;
+  fields: Record<string, number | boolean | string>;
 }
 
 /** A device's document as it was after the event at `revision` of its stream, stamped `time`: where time travel starts folding. */
@@ -71,13 +72,14 @@ interface Row {
   deleted: boolean;
 }
 
+/** History rows of a batch, one per report, as one array per column. */
 interface HistoryRows {
   device: string[];
-  field: string[];
   time: string[];
-  num: (number | null)[];
-  bool: (boolean | null)[];
-  str: (string | null)[];
+  /** Each report's values as a JSON object text. */
+  fields: string[];
+  /** The device and path of every value, to list the fields that have history. */
+  paths: [string, string][];
 }
 
 /** Scalar leaves of a report, as history values named by their dotted path. */
@@ -91,6 +93,42 @@ export function historyValues(path: string[], payload: unknown, out: [string, nu
     for (const [k, v] of Object.entries(payload)) historyValues([...path, k], v, out, depth + 1);
   }
   return out;
+}
+
+/**
+ * A report's history values as JSON object texts: one, unless the report
+ * brings a path twice (`{"a.b": 1, "a": {"b": 2}}`); each reading is kept,
+ * the second in a row of its own with the same time, as a series holds two
+ * readings at one time.
+ */
+export function historyRows(values: [string, number | boolean | string][]): string[] {
+  if (values.length === 0) return [];
+  const seen = new Set<string>();
+  let again: [string, number | boolean | string][] | undefined;
+  let once = values;
+  for (const [i, entry] of values.entries()) {
+    if (!seen.has(entry[0])) {
+      seen.add(entry[0]);
+      if (again) once.push(entry);
+      continue;
+    }
+    if (!again) {
+      again = [];
+      once = values.slice(0, i);
+    }
+    again.push(entry);
+  }
+  return again ? [fieldsJson(once), ...historyRows(again)] : [fieldsJson(values)];
+}
+
+/** History values as one JSON object; numbers are finite, so their text is valid JSON. */
+function fieldsJson(values: [string, number | boolean | string][]): string {
+  let text = '{';
+  for (let i = 0; i < values.length; i++) {
+    const [path, value] = values[i]!;
+    text += (i ? ',' : '') + JSON.stringify(path) + ':' + (typeof value === 'string' ? JSON.stringify(value) : String(value));
+  }
+  return text + '}';
 }
 
 /** Documents and history fields of this many devices are remembered between batches. */
@@ -140,7 +178,7 @@ export function devicesProjection(): Projection {
         const doc = r.doc ?? known.get(r.id)!.doc;
         rows.set(r.id, { doc, revision, createdBy: r.created_by, credentialsSetId: r.credentials_set_id, isNew: false, changed: false, deleted: false });
       }
-      const history: HistoryRows = { device: [], field: [], time: [], num: [], bool: [], str: [] };
+      const history: HistoryRows = { device: [], time: [], fields: [], paths: [] };
       const deleted = new Set<string>();
       const snapshots: { d: string; r: number; t: string; doc: DeviceDoc }[] = [];
 
@@ -173,14 +211,13 @@ export function devicesProjection(): Projection {
         row.changed = true;
         if (event.revision % SNAPSHOT_EVERY === 0) snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
         if (event.type === 'DeviceReported') {
-          for (const [field, value] of historyValues(event.data.path, event.data.payload)) {
+          const values = historyValues(event.data.path, event.data.payload);
+          for (const fields of historyRows(values)) {
             history.device.push(id);
-            history.field.push(field);
             history.time.push(event.data.reportedAt);
-            history.num.push(typeof value === 'number' ? value : typeof value === 'boolean' ? Number(value) : null);
-            history.bool.push(typeof value === 'boolean' ? value : null);
-            history.str.push(typeof value === 'string' ? value : null);
+            history.fields.push(fields);
           }
+          for (const [field] of values) history.paths.push([id, field]);
         }
       }
 
@@ -209,17 +246,16 @@ export function devicesProjection(): Projection {
       }
       if (history.device.length) {
         // One array per column: PostgreSQL reads arrays for about 2 µs a row less than the same rows as jsonb.
-        await sql`INSERT INTO device_history (device_id, field, time, num, bool, str)
-          SELECT * FROM unnest(${history.device}::text[], ${history.field}::text[], ${history.time}::timestamptz[], ${history.num}::float8[], ${history.bool}::boolean[], ${history.str}::text[])`.execute(tx);
+        await sql`INSERT INTO device_history (device_id, time, fields)
+          SELECT * FROM unnest(${history.device}::text[], ${history.time}::timestamptz[], ${history.fields}::jsonb[])`.execute(tx);
         // Only the fields not yet known to be listed: after the first reports of a device, none.
         const fresh = new Map<string, Set<string>>();
-        history.device.forEach((d, i) => {
-          const field = history.field[i]!;
-          if (learned.get(d)?.fields.has(field)) return;
+        for (const [d, field] of history.paths) {
+          if (learned.get(d)?.fields.has(field)) continue;
           let set = fresh.get(d);
           if (!set) fresh.set(d, (set = new Set()));
           set.add(field);
-        });
+        }
         const fields = [...fresh].flatMap(([d, set]) => [...set].map((f) => [d, f]));
         if (fields.length) {
           await sql`INSERT INTO device_history_fields (device_id, field)

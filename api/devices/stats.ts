@@ -28,11 +28,12 @@ interface Query {
 function bucketed(q: Query, calculation: Calculation): RawBuilder<{ time: Date; value: unknown }> {
   const width = sql`make_interval(secs => ${q.distance})`;
   const origin = sql`to_timestamp(${q.start})`;
-  const range = sql`device_id = ${q.device} AND field = ${q.field} AND time >= to_timestamp(${q.start}) AND time < to_timestamp(${q.end})`;
-  const series = sql`device_id = ${q.device} AND field = ${q.field}`;
+  // One field's readings (migrations/0053_history_per_report.ts), inlined by PostgreSQL: `time` bounds an index range.
+  const series = sql`device_series(${q.device}, ${q.field})`;
+  const range = sql`time >= to_timestamp(${q.start}) AND time < to_timestamp(${q.end})`;
   const bucket = sql`date_bin(${width}, time, ${origin})`;
   const simple = (agg: RawBuilder<unknown>, numeric = true) =>
-    sql<{ time: Date; value: unknown }>`SELECT ${bucket} AS time, ${agg} AS value FROM device_history
+    sql<{ time: Date; value: unknown }>`SELECT ${bucket} AS time, ${agg} AS value FROM ${series}
       WHERE ${range} ${numeric ? sql`AND num IS NOT NULL` : sql``} GROUP BY 1 ORDER BY 1`;
   switch (calculation) {
     case 'mean':
@@ -53,16 +54,16 @@ function bucketed(q: Query, calculation: Calculation): RawBuilder<{ time: Date; 
       // The change over a bucket: its last value minus the last value before it (the previous bucket's, or the last before `start`).
       return sql<{ time: Date; value: unknown }>`WITH b AS (
           SELECT ${bucket} AS bucket, (array_agg(num ORDER BY time))[1] AS first, (array_agg(num ORDER BY time DESC))[1] AS last
-          FROM device_history WHERE ${range} AND num IS NOT NULL GROUP BY 1),
-        before AS (SELECT num FROM device_history WHERE ${series} AND num IS NOT NULL AND time < to_timestamp(${q.start}) ORDER BY time DESC LIMIT 1)
+          FROM ${series} WHERE ${range} AND num IS NOT NULL GROUP BY 1),
+        before AS (SELECT num FROM ${series} WHERE num IS NOT NULL AND time < to_timestamp(${q.start}) ORDER BY time DESC LIMIT 1)
         SELECT bucket AS time, last - coalesce(lag(last) OVER (ORDER BY bucket), (SELECT num FROM before), first) AS value FROM b ORDER BY bucket`;
     case 'timeWeightedMean':
       // Each value holds until the next one (the last until `end` or now); the value before `start` holds into the first bucket.
       return sql<{ time: Date; value: unknown }>`WITH pts AS (
-          (SELECT to_timestamp(${q.start}) AS t, num FROM device_history
-            WHERE ${series} AND num IS NOT NULL AND time < to_timestamp(${q.start}) ORDER BY time DESC LIMIT 1)
+          (SELECT to_timestamp(${q.start}) AS t, num FROM ${series}
+            WHERE num IS NOT NULL AND time < to_timestamp(${q.start}) ORDER BY time DESC LIMIT 1)
           UNION ALL
-          SELECT time, num FROM device_history WHERE ${range} AND num IS NOT NULL),
+          SELECT time, num FROM ${series} WHERE ${range} AND num IS NOT NULL),
         seg AS (SELECT t AS t0, lead(t, 1, least(to_timestamp(${q.end}), now())) OVER (ORDER BY t) AS t1, num FROM pts),
         parts AS (
           SELECT b AS bucket, num, extract(epoch FROM least(t1, b + ${width}) - greatest(t0, b))::float8 AS w
@@ -96,8 +97,8 @@ export function statsRoutes(deps: Deps): Router {
     const query = { device: id, field: String(req.query.measurement), start, end, distance: distance ?? 0 };
     let rows: { time: Date; value: unknown }[];
     if (distance === null) {
-      ({ rows } = await sql<{ time: Date; value: unknown }>`SELECT time, ${VALUE} AS value FROM device_history
-        WHERE device_id = ${id} AND field = ${query.field} AND time >= to_timestamp(${start}) AND time < to_timestamp(${end})
+      ({ rows } = await sql<{ time: Date; value: unknown }>`SELECT time, ${VALUE} AS value FROM device_series(${id}, ${query.field})
+        WHERE time >= to_timestamp(${start}) AND time < to_timestamp(${end})
         ORDER BY time LIMIT ${MAX_POINTS}`.execute(deps.db));
     } else {
       if ((end - start) / distance > MAX_POINTS) throw ValidationError.field('distance', `gives more than ${MAX_POINTS} buckets between start and end`);

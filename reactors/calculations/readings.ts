@@ -4,7 +4,7 @@ import type { Reading, ResultValue, WindowStats } from '../../domain/calculation
 import type { Position } from '../../domain/shared/events.js';
 import { loadCheckpoint } from '../../domain/eventstore/subscriber.js';
 
-/** A reading's value as reported: the boolean, the number or the string `device_history` holds. */
+/** A reading's value as reported: the boolean, the number or the string of its `device_series` row. */
 const VALUE = sql`CASE WHEN h.bool IS NOT NULL THEN to_jsonb(h.bool) WHEN h.num IS NOT NULL THEN to_jsonb(h.num) ELSE to_jsonb(h.str) END`;
 
 /**
@@ -25,13 +25,14 @@ export interface WindowQuery {
 
 /**
  * The statistics of each window, in one statement for all of them. Every
- * part is an index range over `device_history (device_id, field, time)`, so
- * first, last and the reading before the window are single index lookups.
+ * part reads one field's series (`device_series`, inlined by PostgreSQL), an
+ * index range over `device_history (device_id, time)`, so first, last and the
+ * reading before the window stop at the first report holding the field.
  */
 export async function windowStats(db: Kysely<Database>, queries: WindowQuery[]): Promise<WindowStats[]> {
   if (queries.length === 0) return [];
-  const series = sql`h.device_id = r.d AND h.field = r.f`;
-  const inside = sql`${series} AND h.time > r.t - make_interval(secs => r.s) AND h.time <= r.t`;
+  const series = sql`device_series(r.d, r.f) h`;
+  const inside = sql`h.time > r.t - make_interval(secs => r.s) AND h.time <= r.t`;
   const { rows } = await sql<{
     i: number;
     count: number;
@@ -46,16 +47,16 @@ export async function windowStats(db: Kysely<Database>, queries: WindowQuery[]):
     last_num: number | null;
     before: number | null;
   }>`SELECT r.i, w.count, w.numbers, w.sum, w.mean, w.min, w.max,
-      (SELECT ${VALUE} FROM device_history h WHERE ${inside} ORDER BY ${ASC} LIMIT 1) AS first,
-      (SELECT ${VALUE} FROM device_history h WHERE ${inside} ORDER BY ${DESC} LIMIT 1) AS last,
-      (SELECT h.num FROM device_history h WHERE ${inside} AND h.num IS NOT NULL ORDER BY ${ASC} LIMIT 1) AS first_num,
-      (SELECT h.num FROM device_history h WHERE ${inside} AND h.num IS NOT NULL ORDER BY ${DESC} LIMIT 1) AS last_num,
-      (SELECT h.num FROM device_history h WHERE ${series} AND h.num IS NOT NULL AND h.time <= r.t - make_interval(secs => r.s) ORDER BY ${DESC} LIMIT 1) AS before
+      (SELECT ${VALUE} FROM ${series} WHERE ${inside} ORDER BY ${ASC} LIMIT 1) AS first,
+      (SELECT ${VALUE} FROM ${series} WHERE ${inside} ORDER BY ${DESC} LIMIT 1) AS last,
+      (SELECT h.num FROM ${series} WHERE ${inside} AND h.num IS NOT NULL ORDER BY ${ASC} LIMIT 1) AS first_num,
+      (SELECT h.num FROM ${series} WHERE ${inside} AND h.num IS NOT NULL ORDER BY ${DESC} LIMIT 1) AS last_num,
+      (SELECT h.num FROM ${series} WHERE h.num IS NOT NULL AND h.time <= r.t - make_interval(secs => r.s) ORDER BY ${DESC} LIMIT 1) AS before
     FROM unnest(${queries.map((_, i) => i)}::int[], ${queries.map((q) => q.deviceId)}::text[], ${queries.map((q) => q.field)}::text[],
       ${queries.map((q) => q.end)}::timestamptz[], ${queries.map((q) => q.seconds)}::float8[]) AS r(i, d, f, t, s)
     CROSS JOIN LATERAL (
       SELECT count(*)::int AS count, count(h.num)::int AS numbers, sum(h.num) AS sum, avg(h.num) AS mean, min(h.num) AS min, max(h.num) AS max
-      FROM device_history h WHERE ${inside}) w`.execute(db);
+      FROM ${series} WHERE ${inside}) w`.execute(db);
   const out: WindowStats[] = new Array(queries.length);
   for (const r of rows) {
     out[r.i] = { count: r.count, numbers: r.numbers, sum: r.sum, mean: r.mean, min: r.min, max: r.max, first: r.first, last: r.last, firstNum: r.first_num, lastNum: r.last_num, before: r.before };
@@ -78,8 +79,8 @@ export async function latestReadings(db: Kysely<Database>, queries: LatestQuery[
     FROM unnest(${queries.map((_, i) => i)}::int[], ${queries.map((q) => q.deviceId)}::text[], ${queries.map((q) => q.field)}::text[],
       ${queries.map((q) => q.at)}::timestamptz[]) AS r(i, d, f, t)
     LEFT JOIN LATERAL (
-      SELECT h.num, ${VALUE} AS value FROM device_history h
-      WHERE h.device_id = r.d AND h.field = r.f AND h.time <= r.t ORDER BY ${DESC} LIMIT 1) v ON true`.execute(db);
+      SELECT h.num, ${VALUE} AS value FROM device_series(r.d, r.f) h
+      WHERE h.time <= r.t ORDER BY ${DESC} LIMIT 1) v ON true`.execute(db);
   const out: (Reading | null)[] = new Array(queries.length).fill(null);
   for (const r of rows) if (r.value !== null) out[r.i] = { num: r.num, value: r.value };
   return out;
@@ -122,11 +123,11 @@ export async function seriesWindowStats(db: Kysely<Database>, series: SeriesQuer
   const [{ rows }, { rows: before }] = await Promise.all([
     sql<{ g: number; us: string; num: number | null; bool: boolean | null; str: string | null }>`
       SELECT r.g, (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num, h.bool, h.str
-      FROM ${params} JOIN device_history h ON h.device_id = r.d AND h.field = r.f AND h.time > r.a AND h.time <= r.b
+      FROM ${params} CROSS JOIN LATERAL device_series(r.d, r.f) h WHERE h.time > r.a AND h.time <= r.b
       ORDER BY r.g, ${ASC}`.execute(db),
     sql<{ g: number; us: string | null; num: number | null }>`
       SELECT r.g, (extract(epoch FROM p.time) * 1000000)::bigint::text AS us, p.num FROM ${params}
-      LEFT JOIN LATERAL (SELECT h.time, h.num FROM device_history h WHERE h.device_id = r.d AND h.field = r.f AND h.num IS NOT NULL AND h.time <= r.a
+      LEFT JOIN LATERAL (SELECT h.time, h.num FROM device_series(r.d, r.f) h WHERE h.num IS NOT NULL AND h.time <= r.a
         ORDER BY ${DESC} LIMIT 1) p ON true`.execute(db),
   ]);
   const readings: Row[][] = series.map(() => []);
@@ -223,12 +224,12 @@ export async function seedSeries(db: Kysely<Database>, checkpoint: string, queri
         ${queries.map((q) => q.after)}::timestamptz[], ${queries.map((q) => q.limit)}::int[]) AS r(g, d, f, a, n)`;
       const { rows } = await sql<{ g: number; us: string; num: number | null; bool: boolean | null; str: string | null }>`
         SELECT r.g, h.us, h.num, h.bool, h.str FROM ${params}
-        CROSS JOIN LATERAL (SELECT (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num, h.bool, h.str FROM device_history h
-          WHERE h.device_id = r.d AND h.field = r.f AND h.time > r.a ORDER BY h.time LIMIT r.n + 1) h`.execute(tx);
+        CROSS JOIN LATERAL (SELECT (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num, h.bool, h.str FROM device_series(r.d, r.f) h
+          WHERE h.time > r.a ORDER BY h.time LIMIT r.n + 1) h`.execute(tx);
       const { rows: before } = await sql<{ g: number; us: string | null; num: number | null }>`
         SELECT r.g, p.us, p.num FROM ${params}
-        LEFT JOIN LATERAL (SELECT (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num FROM device_history h
-          WHERE h.device_id = r.d AND h.field = r.f AND h.num IS NOT NULL AND h.time <= r.a ORDER BY ${DESC} LIMIT 1) p ON true`.execute(tx);
+        LEFT JOIN LATERAL (SELECT (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num FROM device_series(r.d, r.f) h
+          WHERE h.num IS NOT NULL AND h.time <= r.a ORDER BY ${DESC} LIMIT 1) p ON true`.execute(tx);
       const ids = [...new Set(queries.map((q) => q.deviceId))];
       const existing = new Set((await tx.selectFrom('devices').select('id').where('id', 'in', ids).execute()).map((r) => r.id));
       const seeds: Seed[] = queries.map((q) => ({ exists: existing.has(q.deviceId), rows: [], unfit: false, before: null }));

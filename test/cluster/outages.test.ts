@@ -79,7 +79,7 @@ midBatch('when the node a device publishes to, which leads the read models, is k
 
   // The survivor took over the read models and applied each report once.
   await until(async () => (await other.leading()).includes('read-models'), 10_000, 'the survivor to lead the read models');
-  const history = async () => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM device_history WHERE field = 'seq'`)).rows[0]!.n);
+  const history = async () => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM device_history WHERE fields ? 'seq'`)).rows[0]!.n);
   await until(async () => (await history()) >= BURST, 20_000, 'the history of every report');
   await new Promise((r) => setTimeout(r, 500));
   assert.is(await history(), BURST, 'each report applied once');

@@ -71,4 +71,48 @@ test('given a migrated database, when migrated down to no migration, then the ev
   assert.equal(await schema(db), migrated, 'columns, indexes and constraints are as they were');
 });
 
+test('given history stored one row per field, when migrated to one row per report and back, then every reading of every series is kept, ties and kinds included', async ({ db }) => {
+  const before = await migrator(db).migrateTo('0052_analytics');
+  assert.is(before.error, undefined, String(before.error));
+  // Two fields of one report, a string, a boolean, and two readings of one field at one time.
+  const rows = [
+    ['h1', 'temperature', '2026-11-24T10:00:00Z', 21.5, null, null],
+    ['h1', 'humidity', '2026-11-24T10:00:00Z', 40, null, null],
+    ['h1', 'temperature', '2026-11-24T10:01:00Z', 22, null, null],
+    ['h1', 'temperature', '2026-11-24T10:01:00Z', 23, null, null],
+    ['h1', 'state', '2026-11-24T10:02:00Z', null, null, 'open'],
+    ['h1', 'door', '2026-11-24T10:02:00Z', 1, true, null],
+    ['h2', 'temperature', '2026-11-24T10:00:00Z', -4, null, null],
+  ] as const;
+  for (const r of rows) {
+    await sql`INSERT INTO device_history (device_id, field, time, num, bool, str) VALUES (${r[0]}, ${r[1]}, ${r[2]}, ${r[3]}, ${r[4]}, ${r[5]})`.execute(db);
+  }
+  const readings = async (read: (device: string, field: string) => ReturnType<typeof sql>) => {
+    const out: string[] = [];
+    for (const [device, field] of [...new Set(rows.map((r) => `${r[0]} ${r[1]}`))].map((k) => k.split(' ') as [string, string])) {
+      const { rows: found } = await read(device, field).execute(db);
+      for (const f of found as { time: Date; num: number | null; bool: boolean | null; str: string | null }[]) out.push(`${device} ${field} ${f.time.toISOString()} ${f.num} ${f.bool} ${f.str}`);
+    }
+    return out.sort();
+  };
+  const fieldwise = (device: string, field: string) => sql`SELECT time, num, bool, str FROM device_history WHERE device_id = ${device} AND field = ${field}`;
+  const want = await readings(fieldwise);
+  assert.is(want.length, rows.length);
+
+  const up = await migrator(db).migrateToLatest();
+  assert.is(up.error, undefined, String(up.error));
+  assert.equal(await readings((device, field) => sql`SELECT time, num, bool, str FROM device_series(${device}, ${field})`), want);
+  const { rows: reports } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM device_history WHERE device_id = 'h1'`.execute(db);
+  assert.is(reports[0]!.n, 4, 'the fields of one time share a row; the second reading of a field at one time has its own');
+  const { rows: view } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM analytics.device_history`.execute(db);
+  assert.is(view[0]!.n, rows.length, 'the analytics view still has a row per reading');
+
+  const down = await migrator(db).migrateTo('0052_analytics');
+  assert.is(down.error, undefined, String(down.error));
+  assert.equal(await readings(fieldwise), want);
+  await sql`DELETE FROM device_history`.execute(db);
+  const again = await migrator(db).migrateToLatest();
+  assert.is(again.error, undefined, String(again.error));
+});
+
 test.run();

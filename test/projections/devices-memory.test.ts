@@ -118,8 +118,15 @@ memory('given a report of every kind of value, when it is applied, then history 
     nested: { on: true, level: 3 },
   };
   await applied(db, devices, await stored(store, 'm4', [registered('m4'), reported('m4', payload, '2026-11-24T10:01:00.123Z')]));
-  const rows = await db.selectFrom('device_history').select(['field', 'time', 'num', 'bool', 'str']).where('device_id', '=', 'm4').orderBy('field').execute();
-  const values = Object.fromEntries(rows.map((r) => [r.field, r.str ?? r.bool ?? r.num]));
+  const rows = await db.selectFrom('device_history').select(['time', 'fields']).where('device_id', '=', 'm4').execute();
+  assert.is(rows.length, 1, 'one history row per report');
+  assert.is(rows[0]!.time.toISOString(), '2026-11-24T10:01:00.123Z');
+  // Each field's series, as readers take it, gives the value back with its kind.
+  const series = await sql<{ field: string; num: number | null; bool: boolean | null; str: string | null }>`
+    SELECT f.field, s.num, s.bool, s.str FROM unnest(${Object.keys(rows[0]!.fields)}::text[]) AS f(field), device_series('m4', f.field) s`.execute(db);
+  assert.equal(Object.fromEntries(series.rows.map((r) => [r.field, r.str ?? r.bool ?? r.num])), rows[0]!.fields);
+  assert.is(series.rows.find((r) => r.field === 'flag')!.num, 0, 'a boolean counts as 0 or 1 in numeric calculations');
+  const values = rows[0]!.fields;
   assert.equal(values, {
     empty: '',
     flag: false,

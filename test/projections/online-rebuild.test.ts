@@ -107,9 +107,8 @@ async function assertNothingMissing(t: TestPlatform, traffic: Traffic, deviceId:
     assert.is(res.status, 200, `dashboard ${id} written during the rebuild reads back`);
   }
   await projected(t);
-  const { rows } = await sql<{ seq: number }>`SELECT h.num::int AS seq FROM device_history h
-    WHERE h.device_id = ${deviceId} AND h.field = 'seq'
-      AND EXISTS (SELECT 1 FROM device_history l WHERE l.device_id = h.device_id AND l.time = h.time AND l.field = 'label' AND l.str = ${label})`.execute(t.platform.deps.db);
+  const { rows } = await sql<{ seq: number }>`SELECT (h.fields->>'seq')::int AS seq FROM device_history h
+    WHERE h.device_id = ${deviceId} AND h.fields ? 'seq' AND h.fields->>'label' = ${label}`.execute(t.platform.deps.db);
   const stored = new Set(rows.map((r) => r.seq));
   const missing = traffic.published.filter((n) => !stored.has(n));
   assert.equal(missing, [], 'every acknowledged publish is in the device history');
