@@ -9,10 +9,10 @@ import { ANALYTICS_ROLE } from './0052_analytics.js';
  * is now one row and one index entry, about 12 µs (docs/benchmarks.md).
  *
  * Readers take one field's series through `device_series(device, field)`, a
- * SQL function PostgreSQL inlines into the calling query: the same columns the
- * per-field rows had (`time`, `num` with booleans as 0 and 1, `bool`, `str`),
- * so conditions on `time` still become the bounds of an index range over
- * `(device_id, time)`.
+ * SQL function PostgreSQL inlines into the calling query: the columns the
+ * per-field rows had (`time`, `num` with booleans as 0 and 1, `bool`, `str`)
+ * and `value`, the value as reported (JSON), so conditions on `time` still
+ * become the bounds of an index range over `(device_id, time)`.
  *
  * The rows already stored are regrouped by device and `reportedAt`. Every
  * reading is kept: readings of one field at one time (two reports with the
@@ -56,9 +56,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`DROP TABLE device_history_fieldwise`.execute(db);
   await sql`CREATE INDEX device_history_reports ON device_history (device_id, time)`.execute(db);
 
-  await sql.raw(`CREATE FUNCTION device_series(text, text) RETURNS TABLE ("time" timestamptz, num float8, bool boolean, str text)
+  await sql.raw(`CREATE FUNCTION device_series(text, text) RETURNS TABLE ("time" timestamptz, num float8, bool boolean, str text, value jsonb)
     LANGUAGE sql STABLE PARALLEL SAFE AS $$
-      SELECT h.time, ${COLUMNS('h.fields -> $2')}
+      SELECT h.time, ${COLUMNS('h.fields -> $2')}, h.fields -> $2
       FROM device_history h WHERE h.device_id = $1 AND h.fields ? $2
     $$`).execute(db);
 

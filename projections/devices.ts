@@ -72,7 +72,7 @@ interface Row {
   deleted: boolean;
 }
 
-/** History rows of a batch, one per report, as one array per column. */
+/** History rows of a batch, one per report (see `historyRows`), as one array per column. */
 interface HistoryRows {
   device: string[];
   time: string[];
@@ -102,23 +102,16 @@ export function historyValues(path: string[], payload: unknown, out: [string, nu
  * readings at one time.
  */
 export function historyRows(values: [string, number | boolean | string][]): string[] {
-  if (values.length === 0) return [];
-  const seen = new Set<string>();
-  let again: [string, number | boolean | string][] | undefined;
-  let once = values;
-  for (const [i, entry] of values.entries()) {
-    if (!seen.has(entry[0])) {
-      seen.add(entry[0]);
-      if (again) once.push(entry);
-      continue;
-    }
-    if (!again) {
-      again = [];
-      once = values.slice(0, i);
-    }
-    again.push(entry);
+  // Row k holds the k-th reading of each path: one row, unless a path came twice.
+  const rows: [string, number | boolean | string][][] = [];
+  const paths: Set<string>[] = [];
+  for (const entry of values) {
+    let k = 0;
+    while (paths[k]?.has(entry[0])) k++;
+    (paths[k] ??= new Set()).add(entry[0]);
+    (rows[k] ??= []).push(entry);
   }
-  return again ? [fieldsJson(once), ...historyRows(again)] : [fieldsJson(values)];
+  return rows.map(fieldsJson);
 }
 
 /** History values as one JSON object; numbers are finite, so their text is valid JSON. */

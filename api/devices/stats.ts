@@ -13,9 +13,6 @@ export type Calculation = (typeof CALCULATIONS)[number];
 const MAX_POINTS = 100_000;
 const DAY = 86_400;
 
-/** The stored value as JSON: a boolean, a number or a string. */
-const VALUE = sql`CASE WHEN bool IS NOT NULL THEN to_jsonb(bool) WHEN num IS NOT NULL THEN to_jsonb(num) ELSE to_jsonb(str) END`;
-
 interface Query {
   device: string;
   field: string;
@@ -47,9 +44,9 @@ function bucketed(q: Query, calculation: Calculation): RawBuilder<{ time: Date; 
     case 'count':
       return simple(sql`count(*)`, false);
     case 'first':
-      return simple(sql`(array_agg(${VALUE} ORDER BY time))[1]`, false);
+      return simple(sql`(array_agg(value ORDER BY time))[1]`, false);
     case 'last':
-      return simple(sql`(array_agg(${VALUE} ORDER BY time DESC))[1]`, false);
+      return simple(sql`(array_agg(value ORDER BY time DESC))[1]`, false);
     case 'difference':
       // The change over a bucket: its last value minus the last value before it (the previous bucket's, or the last before `start`).
       return sql<{ time: Date; value: unknown }>`WITH b AS (
@@ -97,7 +94,7 @@ export function statsRoutes(deps: Deps): Router {
     const query = { device: id, field: String(req.query.measurement), start, end, distance: distance ?? 0 };
     let rows: { time: Date; value: unknown }[];
     if (distance === null) {
-      ({ rows } = await sql<{ time: Date; value: unknown }>`SELECT time, ${VALUE} AS value FROM device_series(${id}, ${query.field})
+      ({ rows } = await sql<{ time: Date; value: unknown }>`SELECT time, value FROM device_series(${id}, ${query.field})
         WHERE time >= to_timestamp(${start}) AND time < to_timestamp(${end})
         ORDER BY time LIMIT ${MAX_POINTS}`.execute(deps.db));
     } else {

@@ -4,9 +4,6 @@ import type { Reading, ResultValue, WindowStats } from '../../domain/calculation
 import type { Position } from '../../domain/shared/events.js';
 import { loadCheckpoint } from '../../domain/eventstore/subscriber.js';
 
-/** A reading's value as reported: the boolean, the number or the string of its `device_series` row. */
-const VALUE = sql`CASE WHEN h.bool IS NOT NULL THEN to_jsonb(h.bool) WHEN h.num IS NOT NULL THEN to_jsonb(h.num) ELSE to_jsonb(h.str) END`;
-
 /**
  * The order of readings: by `reportedAt`, and readings of one device field
  * with the same `reportedAt` by value, so `first`, `last` and the latest
@@ -47,8 +44,8 @@ export async function windowStats(db: Kysely<Database>, queries: WindowQuery[]):
     last_num: number | null;
     before: number | null;
   }>`SELECT r.i, w.count, w.numbers, w.sum, w.mean, w.min, w.max,
-      (SELECT ${VALUE} FROM ${series} WHERE ${inside} ORDER BY ${ASC} LIMIT 1) AS first,
-      (SELECT ${VALUE} FROM ${series} WHERE ${inside} ORDER BY ${DESC} LIMIT 1) AS last,
+      (SELECT h.value FROM ${series} WHERE ${inside} ORDER BY ${ASC} LIMIT 1) AS first,
+      (SELECT h.value FROM ${series} WHERE ${inside} ORDER BY ${DESC} LIMIT 1) AS last,
       (SELECT h.num FROM ${series} WHERE ${inside} AND h.num IS NOT NULL ORDER BY ${ASC} LIMIT 1) AS first_num,
       (SELECT h.num FROM ${series} WHERE ${inside} AND h.num IS NOT NULL ORDER BY ${DESC} LIMIT 1) AS last_num,
       (SELECT h.num FROM ${series} WHERE h.num IS NOT NULL AND h.time <= r.t - make_interval(secs => r.s) ORDER BY ${DESC} LIMIT 1) AS before
@@ -79,7 +76,7 @@ export async function latestReadings(db: Kysely<Database>, queries: LatestQuery[
     FROM unnest(${queries.map((_, i) => i)}::int[], ${queries.map((q) => q.deviceId)}::text[], ${queries.map((q) => q.field)}::text[],
       ${queries.map((q) => q.at)}::timestamptz[]) AS r(i, d, f, t)
     LEFT JOIN LATERAL (
-      SELECT h.num, ${VALUE} AS value FROM device_series(r.d, r.f) h
+      SELECT h.num, h.value FROM device_series(r.d, r.f) h
       WHERE h.time <= r.t ORDER BY ${DESC} LIMIT 1) v ON true`.execute(db);
   const out: (Reading | null)[] = new Array(queries.length).fill(null);
   for (const r of rows) if (r.value !== null) out[r.i] = { num: r.num, value: r.value };
@@ -121,8 +118,8 @@ export async function seriesWindowStats(db: Kysely<Database>, series: SeriesQuer
   const params = sql`unnest(${series.map((_, i) => i)}::int[], ${series.map((s) => s.deviceId)}::text[], ${series.map((s) => s.field)}::text[],
       ${bounds.map((b) => b.from)}::timestamptz[], ${bounds.map((b) => b.to)}::timestamptz[]) AS r(g, d, f, a, b)`;
   const [{ rows }, { rows: before }] = await Promise.all([
-    sql<{ g: number; us: string; num: number | null; bool: boolean | null; str: string | null }>`
-      SELECT r.g, (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num, h.bool, h.str
+    sql<{ g: number; us: string; num: number | null; value: ResultValue }>`
+      SELECT r.g, (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num, h.value
       FROM ${params} CROSS JOIN LATERAL device_series(r.d, r.f) h WHERE h.time > r.a AND h.time <= r.b
       ORDER BY r.g, ${ASC}`.execute(db),
     sql<{ g: number; us: string | null; num: number | null }>`
@@ -131,7 +128,7 @@ export async function seriesWindowStats(db: Kysely<Database>, series: SeriesQuer
         ORDER BY ${DESC} LIMIT 1) p ON true`.execute(db),
   ]);
   const readings: Row[][] = series.map(() => []);
-  for (const r of rows) readings[r.g]!.push({ us: Number(r.us), num: r.num, value: r.bool ?? r.num ?? r.str ?? '' });
+  for (const r of rows) readings[r.g]!.push({ us: Number(r.us), num: r.num, value: r.value });
   return series.map((s, g) => {
     const all = readings[g]!;
     const previous = before.find((b) => b.g === g);
@@ -222,9 +219,9 @@ export async function seedSeries(db: Kysely<Database>, checkpoint: string, queri
       const position = await loadCheckpoint(tx, checkpoint);
       const params = sql`unnest(${queries.map((_, i) => i)}::int[], ${queries.map((q) => q.deviceId)}::text[], ${queries.map((q) => q.field)}::text[],
         ${queries.map((q) => q.after)}::timestamptz[], ${queries.map((q) => q.limit)}::int[]) AS r(g, d, f, a, n)`;
-      const { rows } = await sql<{ g: number; us: string; num: number | null; bool: boolean | null; str: string | null }>`
-        SELECT r.g, h.us, h.num, h.bool, h.str FROM ${params}
-        CROSS JOIN LATERAL (SELECT (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.num, h.bool, h.str FROM device_series(r.d, r.f) h
+      const { rows } = await sql<{ g: number; us: string; value: ResultValue }>`
+        SELECT r.g, h.us, h.value FROM ${params}
+        CROSS JOIN LATERAL (SELECT (extract(epoch FROM h.time) * 1000000)::bigint::text AS us, h.value FROM device_series(r.d, r.f) h
           WHERE h.time > r.a ORDER BY h.time LIMIT r.n + 1) h`.execute(tx);
       const { rows: before } = await sql<{ g: number; us: string | null; num: number | null }>`
         SELECT r.g, p.us, p.num FROM ${params}
@@ -236,7 +233,7 @@ export async function seedSeries(db: Kysely<Database>, checkpoint: string, queri
       for (const r of rows) {
         const us = Number(r.us);
         if (!Number.isSafeInteger(us)) seeds[r.g]!.unfit = true;
-        seeds[r.g]!.rows.push({ us, value: r.bool ?? r.num ?? r.str ?? '' });
+        seeds[r.g]!.rows.push({ us, value: r.value });
       }
       for (const r of before) {
         if (r.us === null || r.num === null) continue;
