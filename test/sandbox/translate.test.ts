@@ -202,6 +202,34 @@ translate('given more translators than the context cap, when each is called, the
   assert.is(sandbox.stats().contexts, 0);
 });
 
+translate("given hex strings of every kind, when Buffer.from(…, 'hex') reads them, then it gives the buffer the buffer package's general path gives", async ({ sandbox }) => {
+  const cases = ['', '00', '09c43c0b54', '0A0b0C', 'ABCDEF', 'aBcDeF', 'abc', '0g12', 'zz', '12 34', '\u00e912', 'ff'.repeat(40)];
+  // 'HEX' is the same encoding to the package, and never takes the table.
+  const program = await load(
+    sandbox,
+    `function translate() {
+      ${JSON.stringify(cases)}.forEach(function (s) {
+        var read = Buffer.from(s, 'hex'), general = Buffer.from(s, 'HEX');
+        console.log(JSON.stringify([Array.from(read), Array.from(general), read instanceof Buffer, read.length > 1 ? read.readUInt16BE(0) : null]));
+      });
+      return { result: {} };
+    }`,
+    {},
+  );
+  const lines = (await program.decode({ hexEncoded: '', port: 1 })).logs.map((line) => JSON.parse(line) as [number[], number[], boolean, number | null]);
+  assert.is(lines.length, cases.length);
+  lines.forEach(([read, general, isBuffer, first], i) => {
+    assert.equal(read, general, `case ${JSON.stringify(cases[i])}`);
+    assert.ok(isBuffer, `case ${JSON.stringify(cases[i])} is a Buffer`);
+    if (/^([0-9a-f]{2})*$/i.test(cases[i]!)) {
+      assert.equal(read, [...Buffer.from(cases[i]!, 'hex')], `case ${JSON.stringify(cases[i])} as Node reads it`);
+      if (read.length > 1) assert.is(first, Buffer.from(cases[i]!, 'hex').readUInt16BE(0));
+    }
+  });
+  assert.equal(lines[6]![0], [0xab], 'a trailing odd digit is ignored');
+  assert.equal(lines[9]![0], [0x12, 0x03], "the package's own reading of a string that is not all hex digits");
+});
+
 translate.run();
 
 const upload = suite<{ sandbox: Sandbox }>('sandbox: upload checks');
