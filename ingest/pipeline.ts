@@ -14,7 +14,7 @@ import type { Scope } from '../domain/access/scopes.js';
 import type { Database } from '../projections/database.js';
 import type { Registry, ReservedTopicInfo } from './registry.js';
 import type { LogWriter } from '../domain/logs/writer.js';
-import type { Decoder } from './translate.js';
+import type { Decoded, Decoder } from './translate.js';
 
 /**
  * An accepted report, waiting to become a device event. It comes on a
@@ -64,6 +64,8 @@ interface IngestCommon {
   conn?: { cork(): void; uncork(): void };
   /** When the pipeline took it (`performance.now()`), kept only while metrics are on. */
   arrivedAt?: number;
+  /** Its decode, started when it arrived (`decodeAhead`), and the device it was decoded for. */
+  ahead?: { deviceId: string; decoding: Promise<Decoded> };
 }
 
 export interface PipelineOptions {
@@ -171,6 +173,7 @@ export class IngestPipeline {
   submit(message: IngestMessage): void {
     if (this.closed) return message.done(new Error('the platform is stopping'));
     if (this.metrics) message.arrivedAt = performance.now();
+    if (this.decoder) this.decodeAhead(message);
     this.pending.push(message);
     if (this.pending.length >= this.maxBatch) this.schedule(0);
     else if (!this.timer && !this.flushing) this.schedule(this.lingerMs);
@@ -200,6 +203,21 @@ export class IngestPipeline {
         if (this.pending.length) this.schedule(this.pending.length >= this.maxBatch ? 0 : Math.min(this.lingerMs, 1));
       });
     }, ms);
+  }
+
+  /**
+   * Starts decoding a message as it arrives, when its decode needs nothing of
+   * the reports ahead of it (`Decoder.decodeAhead`): the sandbox call then runs
+   * while the batch before it waits for its commit, instead of after. A
+   * message that may be a re-send is left to the batch, which answers a
+   * re-send without decoding it.
+   */
+  private decodeAhead(m: IngestMessage): void {
+    if (m.dedup && (m.dedup.redelivery || this.stored.has(m.dedup.key))) return;
+    const deviceId = m.kind === 'topic' ? (m.path.length === 0 ? this.registry.deviceOfSecret(m.reserved.topic) : undefined) : m.kind === 'device' ? m.deviceId : undefined;
+    if (!deviceId) return;
+    const decoding = this.decoder!.decodeAhead(deviceId, m.payload, m.receivedAt);
+    if (decoding) m.ahead = { deviceId, decoding };
   }
 
   /**
@@ -365,7 +383,7 @@ export class IngestPipeline {
     }
     try {
       // Only reports on the device's own topic are decoded; a device created by this very message has no translator yet.
-      const decoding = path.length === 0 ? this.decoder?.decode(deviceId, m.payload, m.receivedAt) : null;
+      const decoding = path.length > 0 ? null : m.ahead?.deviceId === deviceId ? m.ahead.decoding : this.decoder?.decode(deviceId, m.payload, m.receivedAt);
       const decoded = decoding ? await decoding : null;
       const report = decideReport({ type: 'ReportDevice', id: deviceId, source: m.topic, path, payload: decoded?.payload ?? m.payload, reportedAt: m.receivedAt });
       if (report.ignored.length) {

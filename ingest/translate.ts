@@ -26,6 +26,12 @@ export interface Decoded {
 export interface Decoder {
   /** Null, synchronously, when the device runs no translator on this report: it is then stored as it came. */
   decode(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null;
+  /**
+   * The decode of a report that reads nothing of the device's earlier
+   * reports (a decoder and no chained translator), which may therefore run
+   * before the reports ahead of it are stored; null when it must wait its turn.
+   */
+  decodeAhead(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null;
   /** The reports decoded for these devices were not stored after all. */
   forget(deviceIds: Iterable<string>): void;
 }
@@ -246,6 +252,14 @@ export class Translation implements Decoder {
       this.log.error({ err, deviceId }, 'decoding an uplink failed');
       return this.undecoded(deviceId, payload, receivedAt);
     });
+  }
+
+  decodeAhead(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null {
+    const info = this.devices.get(deviceId);
+    if (!info || (!info.preferences && !info.model)) return null;
+    const chain = this.chainOf(deviceId, info);
+    if (!chain.decoder || chain.chained.length > 0 || encodedDataOf(payload.encodedData) === null) return null;
+    return this.decode(deviceId, payload, receivedAt);
   }
 
   forget(deviceIds: Iterable<string>): void {

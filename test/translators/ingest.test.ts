@@ -1,9 +1,10 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { pino } from 'pino';
+import { sql } from 'kysely';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
-import { connectMqtt, deviceOf, givenProvider, publish, type Provider } from '../ingest/support.js';
+import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
 import { rebuild } from '../../projections/rebuild.js';
 import { climateHex, climateSensor, dailyTemperature, deviceWhen, gateway, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink } from './given.js';
 
@@ -13,7 +14,7 @@ const ingest = suite<{ t: TestPlatform; p: Provider }>('Translators at ingest: d
 
 ingest.before(async (ctx) => {
   ctx.t = await startTestPlatform();
-  ctx.p = await givenProvider(ctx.t, 'translators', [`${ROOT}/climate`, `${ROOT}/chain`, `${ROOT}/gateway`]);
+  ctx.p = await givenProvider(ctx.t, 'translators', [`${ROOT}/climate`, `${ROOT}/chain`, `${ROOT}/gateway`, `${ROOT}/ahead`]);
   await givenTranslator(ctx.t, { name: 'acme-climate', version: '1.0.0', match: { deviceModelName: 'acme-th-01' } });
   await givenTranslator(ctx.t, {
     name: 'daily-temperature',
@@ -241,6 +242,46 @@ ingest('given a decoder and a chained translator, when the decoder fails on an u
   const next = await uplink(t, device._id, climateHex(21, 40, 3000));
   assert.is(next.temperature, 21);
   assert.is(next.labelSeen, 'north', 'the chained translator saw the field of the undecoded report');
+});
+
+ingest('given a device with a decoder, when a batch waits for its commit, then the next uplink is decoded meanwhile, and both are stored decoded and in order', async ({ t, p }) => {
+  const topic = `${ROOT}/ahead`;
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { hello: true });
+  const device = await deviceOf(t, topic);
+  assert.is((await t.call('PUT', `/api/iotnodes/${device._id}`, { body: { deviceModelName: 'acme-th-01' } })).status, 200);
+
+  // Appends wait while another transaction holds es.events; reads go on.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+  const holder = t.platform.deps.db.transaction().execute(async (trx) => {
+    await sql`LOCK TABLE es.events IN EXCLUSIVE MODE`.execute(trx);
+    locked();
+    await held;
+  });
+  await lockTaken;
+  try {
+    const calls = t.platform.translation.calls;
+    let firstAcked = false;
+    const first = publish(c, topic, { encodedData: { hexEncoded: climateHex(18, 40, 3000), port: 1 } }).then(() => (firstAcked = true));
+    await eventually(async () => t.platform.translation.calls === calls + 1, 5000, 'the first uplink decoded');
+    await new Promise((r) => setTimeout(r, 50));
+    const second = publish(c, topic, { encodedData: { hexEncoded: climateHex(19, 41, 3001), port: 1 } });
+    await eventually(async () => t.platform.translation.calls === calls + 2, 5000, 'the second uplink decoded while the first waits');
+    assert.not.ok(firstAcked, 'the first uplink is not stored yet');
+    release();
+    await Promise.all([first, second, holder]);
+  } finally {
+    release();
+    await holder.catch(() => undefined);
+  }
+  const after = await deviceWhen(t, device._id, (d) => d.temperature === 19, 'the second uplink');
+  assert.is(after.batteryVoltage, 3.001);
+  const history = await t.call('GET', `/api/iotnodes/${device._id}/stats?measurement=temperature`);
+  assert.equal(history.body.map((x: any) => x.value), [18, 19], 'both decoded, in the order they came');
+  await c.endAsync();
 });
 
 ingest('when the read models are rebuilt, then decoded fields come back from the events and no translator runs', async ({ t }) => {
