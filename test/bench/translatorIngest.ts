@@ -207,7 +207,7 @@ export async function measureIngest(): Promise<IngestFigures> {
       ratioChainToPlain: ratio(accepted.chain, accepted.plain),
       ratioCodecToPlain: ratio(accepted.codec, accepted.plain),
       ratioCodecToDecodedPlain: ratio(accepted.codec, accepted.decodedPlain),
-      aim: { ratioAtLeast: 0.7, met: accepted.decoder / accepted.plain >= 0.7, codecRatioAtLeast: 0.8, codecMet: accepted.codec / accepted.plain >= 0.8 },
+      aim: { ratioAtLeast: 0.8, met: accepted.decoder / accepted.plain >= 0.8, codecRatioAtLeast: 0.8, codecMet: accepted.codec / accepted.plain >= 0.8 },
       decodedSample: {
         ...Object.fromEntries(['temperature', 'relativeHumidity', 'temperatureDayCount'].map((k) => [k, sample?.[k]])),
         codec: Object.fromEntries(['temperature', 'co2', 'batteryVoltage'].map((k) => [k, codecSample?.[k]])),
