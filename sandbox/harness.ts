@@ -367,6 +367,24 @@ export const HARNESS_SOURCE = String.raw`(function () {
       + '}';
   }
 
+  // translate's return as the host reads it. Stringified whole when nothing
+  // in it needs cleaning: JSON.stringify drops undefined properties as the
+  // cleaning does, and writes NaN and the infinities as null, so a text
+  // without "null" in it is what the cleaned copy would give. Anything else
+  // (a null, a toJSON of its own) takes the general way. A throw while
+  // stringifying is what the general way would meet reading the same value.
+  function finishTranslated(returned) {
+    if (returned === null || typeof returned !== 'object' || isArray(returned) || returned instanceof PromiseCtor || typeof returned.toJSON === 'function') return finish(returned, false);
+    var json;
+    try {
+      json = stringify(returned);
+    } catch (error) {
+      return stringify({ unserializable: describe(error), logs: takeLogs() });
+    }
+    if (json.indexOf('null') >= 0) return finish(returned, false);
+    return '{"ok":' + json + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '') + '}';
+  }
+
   function finish(returned, codec) {
     if (returned === null || typeof returned !== 'object' || isArray(returned) || returned instanceof PromiseCtor) {
       var type = returned === null ? 'null' : isArray(returned) ? 'an array'
@@ -409,7 +427,7 @@ export const HARNESS_SOURCE = String.raw`(function () {
     } catch (error) {
       return stringify({ threw: describe(error), logs: takeLogs() });
     }
-    return entry === 1 ? finishDecoded(returned) : finish(returned, entry !== 0);
+    return entry === 1 ? finishDecoded(returned) : entry === 0 ? finishTranslated(returned) : finish(returned, true);
   }
 
   return {

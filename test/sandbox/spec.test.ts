@@ -143,6 +143,15 @@ output('given undefined and NaN values, when emitted, then those keys are remove
   assert.equal(Object.keys(out.result), ['doorOpen']);
 });
 
+output('given results with nothing written as null, when emitted, then they cross as the cleaned result would: undefined dropped, toJSON and getters honoured, a throwing getter a result error', async ({ program }) => {
+  assert.equal((await emit(program, `{ result: { temperature: 20, label: undefined, doorOpen: true } }`)).result, { temperature: 20, doorOpen: true });
+  assert.equal((await emit(program, `{ result: { get temperature() { return 21; } } }`)).result, { temperature: 21 });
+  const own = await emit(program, `{ result: { temperature: 22 }, toJSON: function () { return { result: { temperature: 99 } }; } }`);
+  assert.equal(own.result, { temperature: 99 }, "the returned object's own toJSON is what crosses, as JSON.stringify has it");
+  const error = await rejection(emit(program, `{ result: { get temperature() { throw new Error('sensor gone'); } } }`), 'result');
+  assert.match(error.message, 'sensor gone');
+});
+
 output('given a key that is not in the spec, when emitted, then the whole translation is rejected naming the key', async ({ program }) => {
   const error = await rejection(emit(program, `{ result: { temperature: 20, humidity: 40 } }`), 'spec');
   assert.is(error.key, 'humidity');
