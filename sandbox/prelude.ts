@@ -80,8 +80,37 @@ const HEX_FAST_PATH = `
 
 /** lodash's UMD sees neither `module` nor `define` and so sets `globalThis._`. */
 function lodashScript(): string {
-  return source(require.resolve('lodash/lodash.min.js'));
+  return `${source(require.resolve('lodash/lodash.min.js'))}\n;\n${ROUNDING}`;
 }
+
+/**
+ * `_.round(x, 3)` and its siblings: lodash shifts the decimal point through
+ * the number's text (so that 1.005 rounds to 1.01), and wraps that in
+ * argument conversions that cost more than the shift in this interpreter
+ * (about 4.4 µs a call). For a finite number and a whole precision within
+ * lodash's range the same shift is done directly (about 2.3 µs), with the
+ * same text, so the same result; any other arguments go to lodash's own.
+ */
+const ROUNDING = `(function () {
+  var trunc = Math.trunc;
+  function text(n) { return n === 0 && 1 / n < 0 ? '-0' : '' + n; }
+  function shift(n, by) {
+    var s = text(n), e = s.indexOf('e');
+    return e < 0 ? s + 'e' + by : s.slice(0, e) + 'e' + (+s.slice(e + 1) + by);
+  }
+  function exact(method, general) {
+    return function (number, precision) {
+      if (typeof number === 'number' && number - number === 0 && typeof precision === 'number' && precision === trunc(precision)
+        && precision !== 0 && precision >= -292 && precision <= 292) {
+        return +shift(method(shift(number, precision)), -precision);
+      }
+      return general(number, precision);
+    };
+  }
+  _.round = exact(Math.round, _.round);
+  _.floor = exact(Math.floor, _.floor);
+  _.ceil = exact(Math.ceil, _.ceil);
+})();`;
 
 export function preludeSource(): string {
   cached ??= `${lodashScript()}\n;\n${bufferScript()}\n`;

@@ -230,6 +230,36 @@ translate("given hex strings of every kind, when Buffer.from(…, 'hex') reads t
   assert.equal(lines[9]![0], [0x12, 0x03], "the package's own reading of a string that is not all hex digits");
 });
 
+translate("given numbers of every size and precisions of every kind, when _.round, _.floor and _.ceil take them, then each gives what lodash's own gives", async ({ sandbox }) => {
+  // A fresh lodash (`runInContext`) still has its own rounding, to compare with.
+  const program = await load(
+    sandbox,
+    `function translate() {
+      var own = _.runInContext(), seed = 7, checked = 0, differ = [];
+      function next() { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; }
+      var numbers = [0, -0, 1, -1, 0.5, -0.5, 1.005, 2.675, -2.675, 1e-7, -1e-7, 1.23e21, 5e-324, 1.7976931348623157e308, 4060, -4060, 3.012, NaN, Infinity, -Infinity, '2.345', null];
+      for (var i = 0; i < 600; i++) numbers.push((next() - 0.5) * Math.pow(10, Math.floor(next() * 40 - 20)));
+      var precisions = [undefined, 0, 1, 2, 3, 4, 7, 15, 20, 292, 300, -1, -2, -5, -300, 1.5, '2', null];
+      ['round', 'floor', 'ceil'].forEach(function (name) {
+        numbers.forEach(function (x) {
+          precisions.forEach(function (p) {
+            checked++;
+            var mine = _[name](x, p), theirs = own[name](x, p);
+            if (!Object.is(mine, theirs) && differ.length < 5) differ.push([name, String(x), String(p), String(mine), String(theirs)]);
+          });
+        });
+      });
+      console.log(JSON.stringify({ checked: checked, differ: differ, sample: [_.round(1.005, 2), _.round(4060, -2), _.floor(-0.5, 0), _.ceil(0.0001, 3)] }));
+      return { result: {} };
+    }`,
+    {},
+  );
+  const out = JSON.parse((await program.decode({ hexEncoded: '', port: 1 })).logs[0]!) as { checked: number; differ: unknown[]; sample: number[] };
+  assert.is(out.checked, 3 * 622 * 18);
+  assert.equal(out.differ, []);
+  assert.equal(out.sample, [1.01, 4100, -1, 0.001]);
+});
+
 translate.run();
 
 const upload = suite<{ sandbox: Sandbox }>('sandbox: upload checks');
