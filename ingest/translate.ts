@@ -32,6 +32,12 @@ export interface Decoder {
    * before the reports ahead of it are stored; null when it must wait its turn.
    */
   decodeAhead(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null;
+  /**
+   * A decoded report takes its turn, in the order reports are stored: the
+   * copies of its sub-devices that chained translators read get their
+   * updates now, not when it was decoded (which may be ahead of its turn).
+   */
+  settled(decoded: Decoded): void;
   /** The reports decoded for these devices were not stored after all. */
   forget(deviceIds: Iterable<string>): void;
 }
@@ -262,6 +268,13 @@ export class Translation implements Decoder {
     return this.decode(deviceId, payload, receivedAt);
   }
 
+  settled(decoded: Decoded): void {
+    for (const { deviceId, payload } of decoded.updates) {
+      const cached = this.docs.get(deviceId);
+      if (cached) this.docs.set(deviceId, applyReport(cached, [], payload));
+    }
+  }
+
   forget(deviceIds: Iterable<string>): void {
     for (const id of deviceIds) this.docs.delete(id);
   }
@@ -363,8 +376,6 @@ export class Translation implements Decoder {
       }
       const { kept } = reportableFields(result, false);
       if (Object.keys(kept).length === 0) continue;
-      const cached = this.docs.get(id);
-      if (cached) this.docs.set(id, applyReport(cached, [], kept));
       out.push({ deviceId: id, payload: kept });
     }
     return out;

@@ -28,6 +28,7 @@ export function uplinkRoutes(deps: Deps, ingest: Ingest, translation: Translatio
       const exists = await deps.db.selectFrom('devices').select('id').where('id', '=', id).executeTakeFirst();
       if (!exists) throw new NotFoundError(DEVICE_NOT_FOUND);
       const decoded = (await translation.decode(id, body, context.now)) ?? { payload: body, updates: [] };
+      translation.settled(decoded);
       const reports = [{ deviceId: id, payload: decoded.payload }, ...decoded.updates];
       let last: Position | null = null;
       try {

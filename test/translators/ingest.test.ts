@@ -14,7 +14,7 @@ const ingest = suite<{ t: TestPlatform; p: Provider }>('Translators at ingest: d
 
 ingest.before(async (ctx) => {
   ctx.t = await startTestPlatform();
-  ctx.p = await givenProvider(ctx.t, 'translators', [`${ROOT}/climate`, `${ROOT}/chain`, `${ROOT}/gateway`, `${ROOT}/ahead`]);
+  ctx.p = await givenProvider(ctx.t, 'translators', [`${ROOT}/climate`, `${ROOT}/chain`, `${ROOT}/gateway`, `${ROOT}/ahead`, `${ROOT}/hub`, `${ROOT}/hub-sensor`]);
   await givenTranslator(ctx.t, { name: 'acme-climate', version: '1.0.0', match: { deviceModelName: 'acme-th-01' } });
   await givenTranslator(ctx.t, {
     name: 'daily-temperature',
@@ -281,6 +281,68 @@ ingest('given a device with a decoder, when a batch waits for its commit, then t
   assert.is(after.batteryVoltage, 3.001);
   const history = await t.call('GET', `/api/iotnodes/${device._id}/stats?measurement=temperature`);
   assert.equal(history.body.map((x: any) => x.value), [18, 19], 'both decoded, in the order they came');
+  await c.endAsync();
+});
+
+ingest('given a gateway decoded as its uplink arrives, when a report of its sub-device is ahead of it in the batch, then the sub-device’s chained translator does not see the gateway’s update yet', async ({ t, p }) => {
+  const hub = `${ROOT}/hub`;
+  const sensor = `${ROOT}/hub-sensor`;
+  await givenTranslator(t, {
+    name: 'hub-gateway',
+    match: {},
+    spec: { connectedSensors: { type: 'number', unit: '', quantity: 'count' }, temperature: { type: 'number', unit: '°C', quantity: 'temperature' } },
+    code: `function translate({ encodedData }) {
+      return { result: { connectedSensors: 1 }, additionalDeviceUpdates: [{ identifier: '${sensor}', result: { temperature: parseInt(encodedData.hexEncoded, 16) } }] };
+    }`,
+  });
+  await givenTranslator(t, {
+    name: 'seen-temperature',
+    match: {},
+    spec: { seenTemperature: { type: 'number', unit: '°C', quantity: 'temperature' } },
+    code: `function translate(iotnode) { return { result: { seenTemperature: iotnode.temperature === undefined ? -273 : iotnode.temperature } }; }`,
+  });
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, hub, { hello: true });
+  await publish(c, sensor, { hello: true });
+  const gw = await deviceOf(t, hub);
+  const sub = await deviceOf(t, sensor);
+  // The sensor's first preference is its hardware decoder; the chained translator runs on every report.
+  for (const [device, names] of [[gw, ['hub-gateway']], [sub, ['acme-climate', 'seen-temperature']]] as const) {
+    const put = await t.call('PUT', `/api/iotnodes/${device._id}`, { body: { translatorPreferences: names.map((name) => ({ name, version: '1.0.0', upgradePolicy: 'none' })) } });
+    assert.is(put.status, 200, put.text);
+  }
+  await publish(c, sensor, { n: 1 });
+  await deviceWhen(t, sub._id, (d) => d.n === 1 && d.seenTemperature === -273, 'the sensor’s first report, its chain run');
+
+  // The next batch gathers while an earlier one waits on the locked event store: the sensor's report, then the hub's uplink.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+  const holder = t.platform.deps.db.transaction().execute(async (trx) => {
+    await sql`LOCK TABLE es.events IN EXCLUSIVE MODE`.execute(trx);
+    locked();
+    await held;
+  });
+  await lockTaken;
+  try {
+    const calls = t.platform.translation.calls;
+    const waiting = publish(c, `${ROOT}/climate`, { waiting: true });
+    await new Promise((r) => setTimeout(r, 100));
+    const report = publish(c, sensor, { n: 2 });
+    const uplinked = publish(c, hub, { encodedData: { hexEncoded: '07', port: 1 } });
+    await eventually(async () => t.platform.translation.calls === calls + 1, 5000, 'the hub’s uplink decoded as it arrived');
+    release();
+    await Promise.all([waiting, report, uplinked, holder]);
+  } finally {
+    release();
+    await holder.catch(() => undefined);
+  }
+  const after = await deviceWhen(t, sub._id, (d) => d.temperature === 7, 'the hub’s update of the sensor');
+  const stored = await t.platform.deps.store.readStream(`device-${sub._id}`);
+  const second = stored.map((e) => (e.data as { payload?: Record<string, unknown> }).payload).find((r) => r?.n === 2);
+  assert.is(second?.seenTemperature, -273, 'the report ahead of the hub’s uplink was translated without its update');
+  assert.is(after.n, 2);
   await c.endAsync();
 });
 
