@@ -10,6 +10,29 @@ import { climateHex, climateSensor, dailyTemperature, deviceWhen, gateway, given
 
 const ROOT = 'svc/generic/v2/translators';
 
+/**
+ * Runs `during` while another transaction holds `es.events`, so ingest's
+ * appends wait (reads go on), then lets them through.
+ */
+async function whileAppendsWait<T>(t: TestPlatform, during: () => Promise<T>): Promise<T> {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+  const holder = t.platform.deps.db.transaction().execute(async (trx) => {
+    await sql`LOCK TABLE es.events IN EXCLUSIVE MODE`.execute(trx);
+    locked();
+    await held;
+  });
+  await lockTaken;
+  try {
+    return await during();
+  } finally {
+    release();
+    await holder;
+  }
+}
+
 const ingest = suite<{ t: TestPlatform; p: Provider }>('Translators at ingest: decoding over MQTT and HTTP');
 
 ingest.before(async (ctx) => {
@@ -251,18 +274,7 @@ ingest('given a device with a decoder, when a batch waits for its commit, then t
   const device = await deviceOf(t, topic);
   assert.is((await t.call('PUT', `/api/iotnodes/${device._id}`, { body: { deviceModelName: 'acme-th-01' } })).status, 200);
 
-  // Appends wait while another transaction holds es.events; reads go on.
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  let locked!: () => void;
-  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-  const holder = t.platform.deps.db.transaction().execute(async (trx) => {
-    await sql`LOCK TABLE es.events IN EXCLUSIVE MODE`.execute(trx);
-    locked();
-    await held;
-  });
-  await lockTaken;
-  try {
+  const { calls, first, second } = await whileAppendsWait(t, async () => {
     const calls = t.platform.translation.calls;
     let firstAcked = false;
     const first = publish(c, topic, { encodedData: { hexEncoded: climateHex(18, 40, 3000), port: 1 } }).then(() => (firstAcked = true));
@@ -271,12 +283,10 @@ ingest('given a device with a decoder, when a batch waits for its commit, then t
     const second = publish(c, topic, { encodedData: { hexEncoded: climateHex(19, 41, 3001), port: 1 } });
     await eventually(async () => t.platform.translation.calls === calls + 2, 5000, 'the second uplink decoded while the first waits');
     assert.not.ok(firstAcked, 'the first uplink is not stored yet');
-    release();
-    await Promise.all([first, second, holder]);
-  } finally {
-    release();
-    await holder.catch(() => undefined);
-  }
+    return { calls, first, second };
+  });
+  await Promise.all([first, second]);
+  assert.is(t.platform.translation.calls, calls + 2, 'each uplink decoded once');
   const after = await deviceWhen(t, device._id, (d) => d.temperature === 19, 'the second uplink');
   assert.is(after.batteryVoltage, 3.001);
   const history = await t.call('GET', `/api/iotnodes/${device._id}/stats?measurement=temperature`);
@@ -314,30 +324,17 @@ ingest('given a gateway decoded as its uplink arrives, when a report of its sub-
   await publish(c, sensor, { n: 1 });
   await deviceWhen(t, sub._id, (d) => d.n === 1 && d.seenTemperature === -273, 'the sensor’s first report, its chain run');
 
-  // The next batch gathers while an earlier one waits on the locked event store: the sensor's report, then the hub's uplink.
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  let locked!: () => void;
-  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-  const holder = t.platform.deps.db.transaction().execute(async (trx) => {
-    await sql`LOCK TABLE es.events IN EXCLUSIVE MODE`.execute(trx);
-    locked();
-    await held;
-  });
-  await lockTaken;
-  try {
+  // The next batch gathers while an earlier one waits for the event store: the sensor's report, then the hub's uplink.
+  const sent = await whileAppendsWait(t, async () => {
     const calls = t.platform.translation.calls;
     const waiting = publish(c, `${ROOT}/climate`, { waiting: true });
     await new Promise((r) => setTimeout(r, 100));
     const report = publish(c, sensor, { n: 2 });
     const uplinked = publish(c, hub, { encodedData: { hexEncoded: '07', port: 1 } });
     await eventually(async () => t.platform.translation.calls === calls + 1, 5000, 'the hub’s uplink decoded as it arrived');
-    release();
-    await Promise.all([waiting, report, uplinked, holder]);
-  } finally {
-    release();
-    await holder.catch(() => undefined);
-  }
+    return [waiting, report, uplinked];
+  });
+  await Promise.all(sent);
   const after = await deviceWhen(t, sub._id, (d) => d.temperature === 7, 'the hub’s update of the sensor');
   const stored = await t.platform.deps.store.readStream(`device-${sub._id}`);
   const second = stored.map((e) => (e.data as { payload?: Record<string, unknown> }).payload).find((r) => r?.n === 2);
