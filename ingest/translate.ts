@@ -243,11 +243,21 @@ export class Translation implements Decoder {
   }
 
   decode(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null {
+    return this.begin(deviceId, payload, receivedAt, false);
+  }
+
+  decodeAhead(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null {
+    return this.begin(deviceId, payload, receivedAt, true);
+  }
+
+  /** Starts a report's decode; `ahead`, only one that reads nothing of the device's earlier reports, and otherwise nothing changes. */
+  private begin(deviceId: string, payload: DeviceDoc, receivedAt: string, ahead: boolean): Promise<Decoded> | null {
     const info = this.devices.get(deviceId);
     if (!info || (!info.preferences && !info.model)) return null;
     const chain = this.chainOf(deviceId, info);
     const raw = encodedDataOf(payload.encodedData);
     const decodes = raw !== null && chain.decoder !== undefined;
+    if (ahead && (!decodes || chain.chained.length > 0)) return null;
     if (!decodes && chain.chained.length === 0) {
       // The cached document (read by chained translators) would miss this report.
       this.docs.delete(deviceId);
@@ -258,14 +268,6 @@ export class Translation implements Decoder {
       this.log.error({ err, deviceId }, 'decoding an uplink failed');
       return this.undecoded(deviceId, payload, receivedAt);
     });
-  }
-
-  decodeAhead(deviceId: string, payload: DeviceDoc, receivedAt: string): Promise<Decoded> | null {
-    const info = this.devices.get(deviceId);
-    if (!info || (!info.preferences && !info.model)) return null;
-    const chain = this.chainOf(deviceId, info);
-    if (!chain.decoder || chain.chained.length > 0 || encodedDataOf(payload.encodedData) === null) return null;
-    return this.decode(deviceId, payload, receivedAt);
   }
 
   settled(decoded: Decoded): void {

@@ -359,12 +359,9 @@ export const HARNESS_SOURCE = String.raw`(function () {
       json = errors === undefined ? undefined : isArray(errors) && errors.length === 0 ? '[]' : stringify(errors);
       if (json !== undefined) text += (text ? ',' : '') + '"errors":' + json;
     } catch (error) {
-      return stringify({ unserializable: describe(error), logs: takeLogs() });
+      return unserializable(error);
     }
-    return '{"ok":{' + text + '}'
-      + (nonFinite ? ',"nonFinite":' + stringify(nonFinite) : '')
-      + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '')
-      + '}';
+    return ok('{' + text + '}');
   }
 
   // translate's return as the host reads it. Stringified whole when nothing
@@ -379,10 +376,11 @@ export const HARNESS_SOURCE = String.raw`(function () {
     try {
       json = stringify(returned);
     } catch (error) {
-      return stringify({ unserializable: describe(error), logs: takeLogs() });
+      return unserializable(error);
     }
     if (json.indexOf('null') >= 0) return finish(returned, false);
-    return '{"ok":' + json + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '') + '}';
+    nonFinite = undefined;
+    return ok(json);
   }
 
   function finish(returned, codec) {
@@ -393,17 +391,26 @@ export const HARNESS_SOURCE = String.raw`(function () {
     }
     try {
       nonFinite = undefined;
-      var ok = stringify(codec ? cleanCodec(returned) : cleanReturn(returned));
-      if (typeof ok !== 'string') throw new ErrorCtor('JSON.stringify produced nothing');
-      // Concatenated rather than stringified as one object: this is the
-      // per-call hot path, and both parts are already valid JSON.
-      return '{"ok":' + ok
-        + (nonFinite ? ',"nonFinite":' + stringify(nonFinite) : '')
-        + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '')
-        + '}';
+      var json = stringify(codec ? cleanCodec(returned) : cleanReturn(returned));
+      if (typeof json !== 'string') throw new ErrorCtor('JSON.stringify produced nothing');
+      return ok(json);
     } catch (error) {
-      return stringify({ unserializable: describe(error), logs: takeLogs() });
+      return unserializable(error);
     }
+  }
+
+  // A result's envelope, with what this call's cleaning reported and its logs.
+  // Concatenated rather than stringified as one object: this is the per-call
+  // hot path, and the result is already valid JSON.
+  function ok(json) {
+    return '{"ok":' + json
+      + (nonFinite ? ',"nonFinite":' + stringify(nonFinite) : '')
+      + (logs.length > 0 || dropped > 0 ? ',"logs":' + stringify(takeLogs()) : '')
+      + '}';
+  }
+
+  function unserializable(error) {
+    return stringify({ unserializable: describe(error), logs: takeLogs() });
   }
 
   // decodeUplink's input as the host writes it (uplinkInput in sandbox.ts):
