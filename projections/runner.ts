@@ -216,6 +216,23 @@ export class ProjectionRunner {
     return promise;
   }
 
+  /**
+   * In a cluster: waits until this node's indexes hold everything the read
+   * models show, so a write another node has answered is visible here too
+   * (the broker's registry, the principals, the translator index): a request
+   * calls this before it reads them. On one process the indexes commit with
+   * the read models, and there is nothing to wait for.
+   */
+  async sync(timeoutMs: number): Promise<void> {
+    if (!this.cluster) return;
+    const at = await loadCheckpoint(this.db, this.name);
+    if (!at) return;
+    this.observe(at);
+    const local = this.cluster.indexes.position;
+    if (local && comparePositions(local, at) >= 0) return;
+    await this.cluster.indexes.waitFor(at, timeoutMs);
+  }
+
   /** Applies every event stored so far, then returns. Used by rebuild and tests. */
   async catchUp(): Promise<void> {
     await this.subscriber.catchUp();

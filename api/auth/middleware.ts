@@ -16,6 +16,8 @@ export function authenticate(deps: Deps): RequestHandler {
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     const userId = match ? verifyToken(deps.jwtSecret, match[1]!) : null;
     if (!userId || !isUuid(userId)) return next(new UnauthorizedError());
+    // In a cluster, what another node has answered (a user disabled, a device bound) is in this node's caches before they are read.
+    await deps.projections.sync(deps.config.projectionWaitMs);
     const principal = await deps.principals.get(userId);
     if (!principal) return next(new UnauthorizedError());
     req.principal = principal;

@@ -40,8 +40,15 @@ export function integrationRoutes(deps: Deps, ingest: Ingest): { router: Router;
 /** One webhook call, its answer's body (`{stored}`: reports and downlink events stored), or an error for the one error handler. */
 function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ stored: number }> {
   /** The connector the call names, if the call proves it knows its webhook secret. */
-  const authenticate = (call: DirectCall, path: string): ConnectorInfo => {
-    const connector = ingest.registry.connector(call.params.connectorId as string);
+  // In a cluster, a connector or a binding another node has just written may not be in this node's registry yet: looked up again once it is.
+  const sync = () => deps.projections.sync(deps.config.projectionWaitMs);
+  const authenticate = async (call: DirectCall, path: string): Promise<ConnectorInfo> => {
+    const id = call.params.connectorId as string;
+    let connector = ingest.registry.connector(id);
+    if (!connector) {
+      await sync();
+      connector = ingest.registry.connector(id);
+    }
     const module = moduleOfWebhook(path);
     // An unknown connector answers as a wrong secret does: the webhook reveals nothing to a caller without one.
     if (!connector || !module || connector.integration !== module.name || !connector.secrets.webhookSecretHash) {
@@ -63,7 +70,7 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
 
   return async (call) => {
     const path = call.params.integration!;
-    const connector = authenticate(call, path);
+    const connector = await authenticate(call, path);
     const module = moduleOfWebhook(path)!;
     let events: InboundEvent[];
     try {
@@ -78,9 +85,15 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
     const log = (message: string, type: 'info' | 'warning' | 'error' = 'warning', category: 'update' | 'command' | 'status' | 'system' = 'update') =>
       ingest.logs.write({ resourceId: connector.id, resourceType: 'connector', type, priority: type === 'info' ? 'low' : 'medium', category, message }, message.slice(0, 60));
     let stored = 0;
+    let synced = false;
     for (const event of events) {
       if (event.type === 'ignored') continue;
-      const deviceId = ingest.registry.deviceOfNetwork(connector.id, event.device);
+      let deviceId = ingest.registry.deviceOfNetwork(connector.id, event.device);
+      if (!deviceId && !synced) {
+        synced = true;
+        await sync();
+        deviceId = ingest.registry.deviceOfNetwork(connector.id, event.device);
+      }
       const named = event.device.devEui ? `devEui ${event.device.devEui}` : event.device.secret ? `secret ${event.device.secret.slice(0, 200)}` : `device id ${event.device.networkDeviceId}`;
       if (!deviceId) {
         log(`${event.type === 'uplink' ? 'Uplink' : 'Event'} for ${named} ignored: no iotnode of this connector has it; set the iotnode's connector and ${event.device.secret ? 'secret' : 'devEui'}`);

@@ -82,6 +82,40 @@ async function leaders(nodes: PlatformNode[]): Promise<Map<string, PlatformNode>
 
 const seqsOf = (bodies: Record<string, any>[], device: string) => bodies.filter((b) => b.iotnode?._id === device && typeof b.diff?.seq === 'number').map((b) => b.diff.seq as number);
 
+cluster('a write answered by one node is in every node\'s in-memory indexes before the next request: a device bound on node C takes a command on node B and an uplink through node A at once, and a user disabled on node C is refused by node B at once', async (ctx) => {
+  const [a, b, c] = ctx.nodes;
+  await until(() => leaders(ctx.nodes), 15_000, 'every part led by exactly one node');
+  // Given a ChirpStack connector, created on node C.
+  const connector = await c.call('POST', '/api/connectors', { name: 'yard network', integration: 'ChirpStack', chirpstack: { url: ctx.ns.url, apiToken: CS_TOKEN } });
+  assert.is(connector.status, 201, connector.text);
+  ctx.ns.integration = { url: `${a.base}/api/integrations/chirpstack/${connector.body._id}`, headers: { Authorization: `Bearer ${connector.body.webhookSecret}` } };
+  // When a device is bound to it on node C and a downlink for it is requested on node B as soon as C answered, then B knows the binding.
+  for (let i = 0; i < 30; i++) {
+    const eui = `70b3d57ed1${String(i).padStart(6, '0')}`;
+    ctx.ns.devices.add(eui);
+    const created = await c.call('POST', '/api/iotnodes', { name: `yard valve ${i}`, connector: connector.body._id, devEui: eui });
+    assert.is(created.status, 201, created.text);
+    const sent = await b.call('PUT', '/api/iotnodes/command', { command: 'loraAppServerQueueDownlink', iotnodeId: created.body._id, data: { confirmed: false, fPort: '10', data: '0a' } });
+    assert.ok([200, 202].includes(sent.status), `device ${i}: ${sent.text}`);
+    // And ChirpStack's webhook on node A stores its uplink, however soon it comes.
+    const up = await ctx.ns.uplink(eui, 2, Buffer.from([i]));
+    assert.is(up.status, 200, up.text);
+    assert.is(JSON.parse(up.text).stored, 1, `device ${i}'s uplink on node A: ${up.text}`);
+  }
+  // Given a user who has made a request on node B (so B has met them), when node C disables them, then B refuses their next request.
+  for (let i = 0; i < 12; i++) {
+    const user = await c.call('POST', '/api/users', { username: `shift-${i}`, attributes: { roles: ['viewerFull'] } });
+    assert.is(user.status, 201, user.text);
+    const login = await a.call('POST', '/api/auth/local', { username: `shift-${i}`, password: user.body.temporaryPassword }, null);
+    assert.is(login.status, 200, login.text);
+    const token = login.body.token as string;
+    assert.is((await b.call('GET', `/api/users/${user.body.id}`, undefined, token)).status, 200);
+    assert.is((await c.call('PATCH', `/api/users/${user.body.id}`, { enabled: false })).status, 200);
+    const refused = await b.call('GET', `/api/users/${user.body.id}`, undefined, token);
+    assert.is(refused.status, 401, `user ${i}: ${refused.text}`);
+  }
+});
+
 cluster('when a device publishes to node A, a consumer on node B receives it, a REST write on node C reads back on node A; when the leader is killed, another node takes over within 10 s and nothing is lost, applied twice or delivered twice', async (ctx) => {
   const [a, b, c] = ctx.nodes;
   for (const n of ctx.nodes) {
