@@ -72,6 +72,12 @@ export interface BrokerOptions {
   clock?: () => Date;
   /** In a cluster: the shared message bus and session persistence (`ingest/cluster.ts`); absent: in memory. */
   backends?: { mq: unknown; persistence: unknown };
+  /**
+   * In a cluster: waits until the registry holds what the read models show
+   * (`ProjectionRunner.sync`); a login under a name the registry does not know
+   * is tried once more after it, so credentials written on another node work at once.
+   */
+  sync?: () => Promise<void>;
 }
 
 export interface Broker {
@@ -207,6 +213,35 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     });
   };
 
+  /** A login as a client app (its id) or a credentials set (its username), with the registry as it is now. */
+  const login = (client: Client, username: string, secret: string, callback: (error: AuthenticateError | null, success: boolean | null) => void): void => {
+    const app = registry.app(username);
+    if (app) {
+      // A client app: its id and its secret. It consumes its own output topics, as a user does.
+      return checkSecret(app.secretHash, secret, () => {
+        sessions.set(client, { kind: 'app', id: app.id, clientId: client.id });
+        client.id = scopedClientId(app.id, client.id);
+        callback(null, true);
+      }, () => {
+        refuseApp(app.id, `MQTT login refused for app ${app.id}: wrong secret (from ${remoteOf(client)})`, 'wrong secret');
+        callback(authError('Bad username or password', 4), false);
+      }, client, callback);
+    }
+    const set = registry.credentialsSetByUsername(username);
+    if (!set) {
+      log.warn({ username, remote: remoteOf(client) }, 'MQTT login refused: unknown username');
+      return callback(authError('Bad username or password', 4), false);
+    }
+    checkSecret(set.passwordHash, secret, () => {
+      sessions.set(client, { kind: 'credentials', id: set.id, clientId: client.id });
+      client.id = scopedClientId(set.id, client.id);
+      callback(null, true);
+    }, () => {
+      refuseSet(set.id, `MQTT login refused for ${username}: wrong password (from ${remoteOf(client)})`, 'wrong password');
+      callback(authError('Bad username or password', 4), false);
+    }, client, callback);
+  };
+
   const aedes = await Aedes.createBroker({
     ...(options.backends ? { mq: options.backends.mq, persistence: options.backends.persistence } : {}),
     connectTimeout: 10_000,
@@ -262,31 +297,18 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
           });
         return;
       }
-      const app = registry.app(username);
-      if (app) {
-        // A client app: its id and its secret. It consumes its own output topics, as a user does.
-        return checkSecret(app.secretHash, secret, () => {
-          sessions.set(client, { kind: 'app', id: app.id, clientId: client.id });
-          client.id = scopedClientId(app.id, client.id);
-          callback(null, true);
-        }, () => {
-          refuseApp(app.id, `MQTT login refused for app ${app.id}: wrong secret (from ${remoteOf(client)})`, 'wrong secret');
-          callback(authError('Bad username or password', 4), false);
-        }, client, callback);
+      const known = () => registry.app(username) !== undefined || registry.credentialsSetByUsername(username) !== undefined;
+      if (!known() && options.sync) {
+        options.sync().then(
+          () => login(client, username, secret, callback),
+          (err) => {
+            log.warn({ err, username }, 'MQTT login waits for this node\'s indexes, which did not catch up in time');
+            callback(authError('Server unavailable', 3), false);
+          },
+        );
+        return;
       }
-      const set = registry.credentialsSetByUsername(username);
-      if (!set) {
-        log.warn({ username, remote: remoteOf(client) }, 'MQTT login refused: unknown username');
-        return callback(authError('Bad username or password', 4), false);
-      }
-      checkSecret(set.passwordHash, secret, () => {
-        sessions.set(client, { kind: 'credentials', id: set.id, clientId: client.id });
-        client.id = scopedClientId(set.id, client.id);
-        callback(null, true);
-      }, () => {
-        refuseSet(set.id, `MQTT login refused for ${username}: wrong password (from ${remoteOf(client)})`, 'wrong password');
-        callback(authError('Bad username or password', 4), false);
-      }, client, callback);
+      login(client, username, secret, callback);
     },
 
     authorizeSubscribe(client, sub, callback) {

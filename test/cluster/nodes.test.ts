@@ -82,7 +82,7 @@ async function leaders(nodes: PlatformNode[]): Promise<Map<string, PlatformNode>
 
 const seqsOf = (bodies: Record<string, any>[], device: string) => bodies.filter((b) => b.iotnode?._id === device && typeof b.diff?.seq === 'number').map((b) => b.diff.seq as number);
 
-cluster('a write answered by one node is in every node\'s in-memory indexes before the next request: a device bound on node C takes a command on node B and an uplink through node A at once, and a user disabled on node C is refused by node B at once', async (ctx) => {
+cluster('a write answered by one node is in every node\'s in-memory indexes before the next request: a device bound on node C takes a command on node B and an uplink through node A at once, a credentials set created on node C logs in on node A at once, and a user disabled on node C is refused by node B at once', async (ctx) => {
   const [a, b, c] = ctx.nodes;
   await until(() => leaders(ctx.nodes), 15_000, 'every part led by exactly one node');
   // Given a ChirpStack connector, created on node C.
@@ -101,6 +101,14 @@ cluster('a write answered by one node is in every node\'s in-memory indexes befo
     const up = await ctx.ns.uplink(eui, 2, Buffer.from([i]));
     assert.is(up.status, 200, up.text);
     assert.is(JSON.parse(up.text).stored, 1, `device ${i}'s uplink on node A: ${up.text}`);
+  }
+  // When a credentials set is created on node C, then node A's broker takes a login with it at once.
+  for (let i = 0; i < 12; i++) {
+    const set = await c.call('POST', '/api/basic-credentials-sets', { username: `gate-${i}`, password: 'gate-password' });
+    assert.is(set.status, 201, set.text);
+    const client = await a.mqttClient(`gate-${i}`, 'gate-password', { clientId: `gate-${i}` }).catch((err: Error) => err);
+    assert.ok(!(client instanceof Error), `credentials set ${i}: ${client}`);
+    if (!(client instanceof Error)) await client.endAsync();
   }
   // Given a user who has made a request on node B (so B has met them), when node C disables them, then B refuses their next request.
   for (let i = 0; i < 12; i++) {
@@ -131,8 +139,8 @@ cluster('when a device publishes to node A, a consumer on node B receives it, a 
   assert.is(set.status, 201, set.text);
   const topic = `${ROOT}/dev1`;
   assert.is((await c.call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set.body._id })).status, 201);
-  // Node A's broker learns of them from the log.
-  const device = await until(async () => a.mqttClient('fleet', 'fleet-password', { clientId: 'dev1' }).catch(() => null), 5_000, 'node A to accept the new credentials set');
+  // Node A's broker takes a login with them as soon as C answered.
+  const device = await a.mqttClient('fleet', 'fleet-password', { clientId: 'dev1' });
   const publish = (client: MqttClient, seq: number) => client.publishAsync(topic, JSON.stringify({ seq }), { qos: 1 });
   await publish(device, 0);
   const id = await until(async () => (await ctx.db.query<{ id: string }>('SELECT id FROM devices WHERE secret = $1', [topic])).rows[0]?.id, 10_000, 'the device');
