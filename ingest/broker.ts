@@ -12,7 +12,7 @@ import type { Database } from '../projections/database.js';
 import { isUuid } from '../domain/shared/ids.js';
 import { verifyPassword } from '../domain/users/password.js';
 import { verifyToken } from '../api/auth/tokens.js';
-import type { Registry } from './registry.js';
+import type { Registry, Resolved } from './registry.js';
 import { dedupKey, type IngestPipeline } from './pipeline.js';
 import { MAX_PAYLOAD_BYTES, messageHash, readPayload } from './payload.js';
 import type { LogWriter } from '../domain/logs/writer.js';
@@ -242,6 +242,42 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     }, client, callback);
   };
 
+  const refuseTopic = (session: Session, topic: string, callback: (error?: Error | null) => void) => {
+    refuseSet(session.id, `MQTT publish on ${topic} refused: the topic is not reserved to this credentials set`, 'publish refused');
+    callback(refusal('topic not reserved to this credentials set'));
+  };
+
+  /** A device's publish on its reserved topic: checked at the edge, then into the ingest pipeline, acknowledged once stored. */
+  const take = (client: Client, session: Session, packet: PublishPacket, resolved: Resolved, callback: (error?: Error | null) => void) => {
+    const topic = packet.topic;
+    // Device messages are data, never retained for later subscribers.
+    packet.retain = false;
+    const payload = packet.payload as Buffer;
+    const read = readPayload(topic, payload);
+    if ('why' in read) {
+      refuseSet(session.id, `MQTT message on ${topic} not stored: ${read.why}`, read.why);
+      return callback(null);
+    }
+    const hash = messageHash(topic, payload);
+    const messageId = packet.qos > 0 ? packet.messageId : undefined;
+    pipeline.submit({
+      kind: 'topic',
+      reserved: resolved.reserved,
+      path: resolved.path,
+      topic,
+      payload: read.body,
+      receivedAt: (options.clock?.() ?? new Date()).toISOString(),
+      correlationId: `mqtt:${hash}:${messageId ?? '-'}:${session.clientId}`,
+      dedup: messageId !== undefined ? { key: dedupKey(session.id, session.clientId, messageId), hash, redelivery: packet.dup === true } : undefined,
+      done: (err) => {
+        // A failed batch is the platform's trouble, reported by the pipeline; the publisher just sends again.
+        if (err) reported.add(err);
+        callback(err ?? null);
+      },
+      conn: client.conn as unknown as { cork(): void; uncork(): void },
+    });
+  };
+
   const aedes = await Aedes.createBroker({
     ...(options.backends ? { mq: options.backends.mq, persistence: options.backends.persistence } : {}),
     connectTimeout: 10_000,
@@ -346,36 +382,17 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         return callback(refusal('empty topic level'));
       }
       const resolved = registry.resolve(topic);
-      if (!resolved || resolved.reserved.setId !== session.id) {
-        refuseSet(session.id, `MQTT publish on ${topic} refused: the topic is not reserved to this credentials set`, 'publish refused');
-        return callback(refusal('topic not reserved to this credentials set'));
-      }
-      // Device messages are data, never retained for later subscribers.
-      packet.retain = false;
-      const payload = packet.payload as Buffer;
-      const read = readPayload(topic, payload);
-      if ('why' in read) {
-        refuseSet(session.id, `MQTT message on ${topic} not stored: ${read.why}`, read.why);
-        return callback(null);
-      }
-      const hash = messageHash(topic, payload);
-      const messageId = packet.qos > 0 ? (packet as PublishPacket).messageId : undefined;
-      pipeline.submit({
-        kind: 'topic',
-        reserved: resolved.reserved,
-        path: resolved.path,
-        topic,
-        payload: read.body,
-        receivedAt: (options.clock?.() ?? new Date()).toISOString(),
-        correlationId: `mqtt:${hash}:${messageId ?? '-'}:${session.clientId}`,
-        dedup: messageId !== undefined ? { key: dedupKey(session.id, session.clientId, messageId), hash, redelivery: packet.dup === true } : undefined,
-        done: (err) => {
-          // A failed batch is the platform's trouble, reported by the pipeline; the publisher just sends again.
-          if (err) reported.add(err);
-          callback(err ?? null);
+      if (resolved && resolved.reserved.setId === session.id) return take(client, session, packet as PublishPacket, resolved, callback);
+      if (resolved || !options.sync) return refuseTopic(session, topic, callback);
+      // In a cluster the topic may have been reserved on another node a moment ago: looked up again once this node has caught up.
+      options.sync().then(
+        () => {
+          const again = registry.resolve(topic);
+          if (again && again.reserved.setId === session.id) take(client, session, packet as PublishPacket, again, callback);
+          else refuseTopic(session, topic, callback);
         },
-        conn: client.conn as unknown as { cork(): void; uncork(): void },
-      });
+        () => refuseTopic(session, topic, callback),
+      );
     },
 
     // Device messages are data for the ingest alone: aedes would also hand an

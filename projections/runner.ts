@@ -225,12 +225,38 @@ export class ProjectionRunner {
    */
   async sync(timeoutMs: number): Promise<void> {
     if (!this.cluster) return;
-    const at = await loadCheckpoint(this.db, this.name);
+    const at = await this.storedCheckpoint();
     if (!at) return;
     this.observe(at);
     const local = this.cluster.indexes.position;
     if (local && comparePositions(local, at) >= 0) return;
     await this.cluster.indexes.waitFor(at, timeoutMs);
+  }
+
+  /** The read of the stored checkpoint under way, and the one that follows it. */
+  private reading: Promise<Position | null> | null = null;
+  private following: Promise<Position | null> | null = null;
+
+  /**
+   * The stored checkpoint, read at or after the call: callers that come while
+   * a read is under way share the one read after it (that read may have been
+   * sent before their write was answered), so a burst of requests costs two
+   * reads, not one each.
+   */
+  private storedCheckpoint(): Promise<Position | null> {
+    if (!this.reading) {
+      this.reading = loadCheckpoint(this.db, this.name).finally(() => {
+        this.reading = null;
+      });
+      return this.reading;
+    }
+    this.following ??= this.reading
+      .catch(() => null)
+      .then(() => {
+        this.following = null;
+        return this.storedCheckpoint();
+      });
+    return this.following;
   }
 
   /** Applies every event stored so far, then returns. Used by rebuild and tests. */

@@ -82,7 +82,7 @@ async function leaders(nodes: PlatformNode[]): Promise<Map<string, PlatformNode>
 
 const seqsOf = (bodies: Record<string, any>[], device: string) => bodies.filter((b) => b.iotnode?._id === device && typeof b.diff?.seq === 'number').map((b) => b.diff.seq as number);
 
-cluster('a write answered by one node is in every node\'s in-memory indexes before the next request: a device bound on node C takes a command on node B and an uplink through node A at once, a credentials set created on node C logs in on node A at once, and a user disabled on node C is refused by node B at once', async (ctx) => {
+cluster('a write answered by one node is in every node\'s in-memory indexes before the next request: a device bound on node C takes a command on node B and an uplink through node A at once, a credentials set created on node C logs in on node A at once and publishes on a topic reserved on C at once, and a user disabled on node C is refused by node B at once', async (ctx) => {
   const [a, b, c] = ctx.nodes;
   await until(() => leaders(ctx.nodes), 15_000, 'every part led by exactly one node');
   // Given a ChirpStack connector, created on node C.
@@ -108,7 +108,15 @@ cluster('a write answered by one node is in every node\'s in-memory indexes befo
     assert.is(set.status, 201, set.text);
     const client = await a.mqttClient(`gate-${i}`, 'gate-password', { clientId: `gate-${i}` }).catch((err: Error) => err);
     assert.ok(!(client instanceof Error), `credentials set ${i}: ${client}`);
-    if (!(client instanceof Error)) await client.endAsync();
+    if (client instanceof Error) continue;
+    // And when a topic is reserved to it on node C, a publish on it through node A at once is stored.
+    const gate = `${ROOT}/gate-${i}`;
+    assert.is((await c.call('POST', '/api/reserved-mqtt-topics', { topic: gate, basicCredentialsSetId: set.body._id })).status, 201);
+    const acked = await Promise.race([client.publishAsync(gate, JSON.stringify({ open: i }), { qos: 1 }).then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), 5_000))]);
+    assert.ok(acked, `the publish on ${gate} through node A was acknowledged`);
+    const stored = await until(async () => (await ctx.db.query<{ open: number }>(`SELECT (doc->>'open')::int AS open FROM devices WHERE secret = $1`, [gate])).rows[0], 5_000, `the publish on ${gate} in the read models`);
+    assert.is(stored.open, i);
+    await client.endAsync();
   }
   // Given a user who has made a request on node B (so B has met them), when node C disables them, then B refuses their next request.
   for (let i = 0; i < 12; i++) {
