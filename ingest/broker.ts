@@ -74,8 +74,9 @@ export interface BrokerOptions {
   backends?: { mq: unknown; persistence: unknown };
   /**
    * In a cluster: waits until the registry holds what the read models show
-   * (`ProjectionRunner.sync`); a login under a name the registry does not know
-   * is tried once more after it, so credentials written on another node work at once.
+   * (`ProjectionRunner.sync`); a login under a name, or a publish on a topic,
+   * the registry does not know is tried once more after it, so credentials and
+   * topics written on another node work at once.
    */
   sync?: () => Promise<void>;
 }
@@ -333,8 +334,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
           });
         return;
       }
-      const known = () => registry.app(username) !== undefined || registry.credentialsSetByUsername(username) !== undefined;
-      if (!known() && options.sync) {
+      if (options.sync && !registry.app(username) && !registry.credentialsSetByUsername(username)) {
         options.sync().then(
           () => login(client, username, secret, callback),
           (err) => {
