@@ -1,0 +1,57 @@
+/**
+ * What the platform sets on its own database connections.
+ */
+import { sql, type Kysely } from 'kysely';
+import pg from 'pg';
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+
+const test = suite<{ t: TestPlatform }>('database connections');
+
+test.before(async (ctx) => {
+  ctx.t = await startTestPlatform({ logLevel: 'silent' });
+});
+test.after(async (ctx) => {
+  await ctx.t.stop();
+});
+
+/** The store's read of several streams, as `readStreams` sends it, with the plan as run. */
+const EXPLAIN_READ_STREAMS = `EXPLAIN (ANALYZE, FORMAT JSON) SELECT e.* FROM unnest(ARRAY['device-a', 'device-b']) WITH ORDINALITY AS s(id, n)
+  CROSS JOIN LATERAL (SELECT event_id, type, data, metadata, revision FROM es.events WHERE stream_id = s.id ORDER BY revision) AS e
+  ORDER BY s.n, e.revision`;
+
+/** Whether that read, costed above any JIT threshold, compiles code on the given connection. */
+const compiled = (plan: { 'QUERY PLAN': Record<string, unknown>[] }) => 'JIT' in plan['QUERY PLAN'][0]!;
+
+async function compilesOnPlatform(db: Kysely<any>): Promise<boolean> {
+  return db.transaction().execute(async (tx) => {
+    await sql`SET LOCAL jit_above_cost = 0`.execute(tx);
+    const { rows } = await sql.raw<{ 'QUERY PLAN': Record<string, unknown>[] }>(EXPLAIN_READ_STREAMS).execute(tx);
+    return compiled(rows[0]!);
+  });
+}
+
+async function compilesWithServerDefaults(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SET LOCAL jit_above_cost = 0');
+    const { rows } = await client.query(EXPLAIN_READ_STREAMS);
+    return compiled(rows[0]);
+  } finally {
+    await client.end();
+  }
+}
+
+test("given the platform's connections, when a statement is costed above JIT compilation's threshold, then it runs without compiling", async ({ t }) => {
+  assert.is(await compilesOnPlatform(t.platform.deps.db), false, "the platform's connection does not compile");
+  const available = await sql<{ on: boolean }>`SELECT pg_jit_available() AS on`.execute(t.platform.deps.db);
+  if (available.rows[0]!.on) {
+    // The check above can fail: the same statement compiles on a connection with the server's defaults.
+    assert.is(await compilesWithServerDefaults(t.platform.deps.config.databaseUrl!), true, "a connection with the server's defaults compiles");
+  }
+});
+
+test.run();
