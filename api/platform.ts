@@ -233,6 +233,8 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       started.push(() => reactor.stop());
       await reactor.start();
     }
+    // First at a stop: while Redis is away, a reactor's publish and the broker's close would wait for it.
+    if (cluster) started.push(() => cluster.redis.letGo());
     metrics?.follow({
       sandbox: () => sandbox.stats(),
       calculations: () => calculations.windowStats(),

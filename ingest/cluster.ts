@@ -41,16 +41,30 @@ export interface RedisLink {
   readonly up: boolean;
   /** What this node waits for, while not `up`. */
   readonly waiting: string | undefined;
+  /**
+   * At a stop while Redis is away: stops reconnecting, so that every command
+   * queued for Redis (a publish of the output reactor, a session write of the
+   * broker) fails now instead of holding the stop until Redis is back. What
+   * those commands would have written is lost as it is when a node is killed.
+   * Nothing happens while every connection is up.
+   */
+  letGo(): Promise<void>;
   close(): Promise<void>;
 }
 
 /** How long a node remembers what it stored, for another node's redelivery check. */
 const REDELIVERY_TTL_S = 24 * 3600;
 
+/** How long a stop waits for the connections to Redis to end once it has let go of them. */
+const LET_GO_WAIT_MS = 15_000;
+
 export function connectRedis(url: string, log: Logger): RedisLink {
+  let lettingGo = false;
   const base: RedisOptions = {
-    // Reconnect for ever, at most every 2 s.
-    retryStrategy: (times) => Math.min(times * 200, 2000),
+    // Reconnect for ever, at most every 2 s; at a stop while Redis is away, no more. ioredis then fails every queued
+    // command and ends the connection: the one way to end a connection that is waiting to reconnect (its
+    // `disconnect()` then leaves the queue waiting, and `quit()` waits behind the queue).
+    retryStrategy: (times) => (lettingGo ? null : Math.min(times * 200, 2000)),
     lazyConnect: false,
     connectionName: 'platform',
   };
@@ -80,7 +94,7 @@ export function connectRedis(url: string, log: Logger): RedisLink {
     });
   }
 
-  const mq = new (MQEmitterRedis as unknown as new (o: object) => { emit(packet: { clientId?: string | null }, cb?: (err?: Error) => void): void; state: NodeJS.EventEmitter })({
+  const mq = new (MQEmitterRedis as unknown as new (o: object) => { emit(packet: { clientId?: string | null }, cb?: (err?: Error) => void): void; state: NodeJS.EventEmitter; close(cb?: () => void): void })({
     pubConn: connections.publish,
     subConn: connections.subscribe,
   });
@@ -91,8 +105,17 @@ export function connectRedis(url: string, log: Logger): RedisLink {
   const emit = mq.emit.bind(mq);
   mq.emit = (packet, cb) => (packet.clientId != null ? cb?.() : emit(packet, cb));
   const persistence = redisPersistence({ conn: connections.persistence, maxSessionDelivery: 1000 });
+  // The bus's own close quits its connections and waits for them to end, which a connection already ended by
+  // `letGo` never does again: once let go, the bus is closed with what is left.
+  const closeBus = mq.close.bind(mq);
+  mq.close = (cb?: () => void) => {
+    if (!lettingGo) return closeBus(cb);
+    for (const c of [connections.publish, connections.subscribe]) if (c.status !== 'end') c.disconnect();
+    cb?.();
+  };
 
   const all = Object.values(connections);
+  const ended = (c: Redis) => (c.status === 'end' ? Promise.resolve() : new Promise<void>((resolve) => c.once('end', () => resolve())));
   return {
     backends: { mq, persistence },
     redeliveries: new SharedRedeliveries(connections.command, log),
@@ -104,8 +127,19 @@ export function connectRedis(url: string, log: Logger): RedisLink {
       const down = Object.entries(connections).filter(([, c]) => c.status !== 'ready');
       return down.length ? `Redis (${down.map(([n, c]) => `${n}: ${c.status}`).join(', ')}${lastError ? `; ${lastError}` : ''})` : undefined;
     },
+    async letGo() {
+      const away = all.filter((c) => c.status !== 'ready' && c.status !== 'end');
+      if (away.length === 0 || lettingGo) return;
+      lettingGo = true;
+      log.warn({ waiting: this.waiting }, 'cluster: stopping while Redis is away; what waits for it is dropped');
+      // Each ends at its next attempt to reconnect, within the retry delay (2 s) and the attempt itself.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(away.map(ended)), new Promise((resolve) => (timer = setTimeout(resolve, LET_GO_WAIT_MS)))]);
+      clearTimeout(timer);
+    },
     async close() {
-      await Promise.all(all.map((c) => c.quit().catch(() => c.disconnect())));
+      await this.letGo();
+      await Promise.all(all.map((c) => (c.status === 'end' ? undefined : c.quit().catch(() => c.disconnect()))));
     },
   };
 }

@@ -160,6 +160,47 @@ redisDown('when Redis restarts, then health and logs name Redis meanwhile, devic
   device.end(true);
 });
 
+redisDown('when the node leading the output topics is stopped while Redis is away and a report waits to go out, then it stops within seconds, and the other node delivers the report once Redis is back', async ({ redis, db, nodes }) => {
+  const leader = await until(async () => {
+    for (const node of nodes) if ((await node.leading()).includes('output-mqtt')) return node;
+    return null;
+  }, 10_000, 'the leader of the output topics');
+  const other = nodes.find((n) => n !== leader)!;
+  const device = await other.mqttClient('fleet', 'fleet-password', { clientId: 'dev-2' });
+  await redis.stop();
+  try {
+    await until(async () => (await leader.health()).status === 503, 10_000, "the leader's health to name Redis");
+    // Acknowledged once stored; the leader's output reactor then waits for Redis to publish it.
+    await device.publishAsync(TOPIC, JSON.stringify({ seq: 26 }), { qos: 1 });
+    await new Promise((r) => setTimeout(r, 500));
+    const started = Date.now();
+    const stopped = await Promise.race([leader.stop().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 15_000))]);
+    assert.ok(stopped, `the leader stopped on SIGTERM while Redis was away (still running after ${Date.now() - started} ms)`);
+    assert.ok(leader.logs.some((l) => String(l.msg).includes('stopping while Redis is away')), 'the leader says what it dropped');
+  } finally {
+    await redis.start();
+  }
+  device.end(true);
+
+  // The other node takes the output topics over from the checkpoint the stopped one never moved past the report.
+  await until(async () => (await other.leading()).includes('output-mqtt'), 15_000, 'the other node to lead the output topics');
+  const got = new Set<number>();
+  let consumer: MqttClient | null = null;
+  await until(async () => {
+    consumer?.end(true);
+    // The consumer's persistent session (from the test before) keeps its subscription in Redis.
+    consumer = await other.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false }).catch(() => null);
+    consumer?.on('message', (_t, p) => {
+      const seq = seqOf(p);
+      if (seq !== undefined) got.add(seq);
+    });
+    await new Promise((r) => setTimeout(r, 1000));
+    return got.has(26);
+  }, 45_000, 'the report stored during the outage to reach the consumer');
+  (consumer as MqttClient | null)?.end(true);
+  assert.ok((await storedSeqs(db)).filter((s) => s === 26).length === 1, 'the report is stored once');
+});
+
 redisDown.run();
 
 // ---------------------------------------------------------------------------
