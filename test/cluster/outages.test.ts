@@ -155,7 +155,9 @@ redisDown('when Redis restarts, then health and logs name Redis meanwhile, devic
     listen(consumer);
     await new Promise((r) => setTimeout(r, 1000));
     return complete();
-  }, 45_000, 'the consumer to have messages 1 to 25');
+  }, 45_000, 'the consumer to have messages 1 to 25').catch((err: Error) => {
+    throw new Error(`${err.message}; missing: ${[...Array(25).keys()].map((i) => i + 1).filter((seq) => !got.has(seq)).join(', ')}`);
+  });
   consumer.end(true);
   device.end(true);
 });
