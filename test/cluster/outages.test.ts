@@ -125,23 +125,28 @@ redisDown('when Redis restarts, then health and logs name Redis meanwhile, devic
 
   // When Redis stops.
   await redis.stop();
-  for (const node of nodes) {
-    const h = await until(async () => {
-      const r = await node.health();
-      return r.status === 503 ? r : null;
-    }, 10_000, `${node.name}'s health to turn 503`);
-    assert.ok((h.body.cluster.waitingFor as string[]).some((w) => w.startsWith('Redis')), JSON.stringify(h.body));
-    assert.ok(node.logs.some((l) => String(l.msg).includes('Redis connection lost')), `${node.name} logs the lost Redis connection`);
+  try {
+    for (const node of nodes) {
+      const h = await until(async () => {
+        const r = await node.health();
+        return r.status === 503 ? r : null;
+      }, 10_000, `${node.name}'s health to turn 503`);
+      assert.ok((h.body.cluster.waitingFor as string[]).some((w) => w.startsWith('Redis')), JSON.stringify(h.body));
+      // The log line travels through the node's stdout, which can trail its health on a busy machine.
+      await until(() => node.logs.some((l) => String(l.msg).includes('Redis connection lost')), 5_000, `${node.name} to log the lost Redis connection`);
+    }
+    // Devices are still taken in: acknowledged once stored in PostgreSQL.
+    for (let seq = 11; seq <= 20; seq++) await device.publishAsync(TOPIC, JSON.stringify({ seq }), { qos: 1 });
+    const during = await storedSeqs(db);
+    for (let seq = 11; seq <= 20; seq++) assert.ok(during.includes(seq), `message ${seq} acknowledged during the outage is stored`);
+  } finally {
+    // When Redis is back (the next test needs it, whatever happened above),
+    await redis.start();
   }
-  // Devices are still taken in: acknowledged once stored in PostgreSQL.
-  for (let seq = 11; seq <= 20; seq++) await device.publishAsync(TOPIC, JSON.stringify({ seq }), { qos: 1 });
-  const during = await storedSeqs(db);
-  for (let seq = 11; seq <= 20; seq++) assert.ok(during.includes(seq), `message ${seq} acknowledged during the outage is stored`);
 
-  // When Redis is back, then health is 200 again and the consumer's session has everything.
-  await redis.start();
+  // then health is 200 again and the consumer's session has everything.
   for (const node of nodes) await until(async () => (await node.health()).status === 200, 20_000, `${node.name}'s health to be 200 again`);
-  assert.ok(a.logs.some((l) => String(l.msg).includes('Redis connection back')));
+  await until(() => a.logs.some((l) => String(l.msg).includes('Redis connection back')), 5_000, 'node A to log that Redis is back');
   for (let seq = 21; seq <= 25; seq++) await device.publishAsync(TOPIC, JSON.stringify({ seq }), { qos: 1 });
   // A message published while this node's subscription to the bus was down is in the session's queue: a reconnect fetches it.
   const complete = () => [...Array(25).keys()].every((i) => got.has(i + 1));
@@ -178,7 +183,7 @@ redisDown('when the node leading the output topics is stopped while Redis is awa
     const started = Date.now();
     const stopped = await Promise.race([leader.stop().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 15_000))]);
     assert.ok(stopped, `the leader stopped on SIGTERM while Redis was away (still running after ${Date.now() - started} ms)`);
-    assert.ok(leader.logs.some((l) => String(l.msg).includes('stopping while Redis is away')), 'the leader says what it dropped');
+    await until(() => leader.logs.some((l) => String(l.msg).includes('stopping while Redis is away')), 5_000, 'the leader to say what it dropped');
   } finally {
     await redis.start();
   }
@@ -198,7 +203,13 @@ redisDown('when the node leading the output topics is stopped while Redis is awa
     });
     await new Promise((r) => setTimeout(r, 1000));
     return got.has(26);
-  }, 45_000, 'the report stored during the outage to reach the consumer');
+  }, 45_000, 'the report stored during the outage to reach the consumer').catch(async (err: Error) => {
+    const { rows } = await db.query<{ at: string; checkpoint: string | null }>(
+      `SELECT (SELECT transaction_id::text FROM es.events WHERE type = 'DeviceReported' AND data->'payload'->>'seq' = '26') AS at,
+              (SELECT commit_position::text FROM es.checkpoints WHERE name = 'output-mqtt') AS checkpoint`,
+    );
+    throw new Error(`${err.message}; the report's transaction ${rows[0]?.at}, the output topics' checkpoint ${rows[0]?.checkpoint}, leading on the other node: ${(await other.leading()).join(', ')}; got ${[...got].join(', ')}`);
+  });
   (consumer as MqttClient | null)?.end(true);
   assert.ok((await storedSeqs(db)).filter((s) => s === 26).length === 1, 'the report is stored once');
 });
@@ -268,6 +279,19 @@ pgDown('when PostgreSQL restarts, then health and logs name it meanwhile, the no
   for (const seq of acked) assert.ok(stored.includes(seq), `acknowledged message ${seq} is stored`);
   assert.is(new Set(stored).size, 25);
   device.end(true);
+});
+
+pgDown('when a node is stopped while PostgreSQL is away, then it stops within seconds', async (ctx) => {
+  const b = ctx.nodes[1]!;
+  ctx.pg.stop();
+  try {
+    await until(async () => (await b.health()).status === 503, 15_000, "node B's health to name PostgreSQL");
+    const started = Date.now();
+    const stopped = await Promise.race([b.stop().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 15_000))]);
+    assert.ok(stopped, `node B stopped on SIGTERM while PostgreSQL was away (still running after ${Date.now() - started} ms)`);
+  } finally {
+    ctx.pg = startPrivateCluster(ctx.dir, 'platform', { fast: true });
+  }
 });
 
 pgDown.run();
