@@ -30,6 +30,13 @@ const storedSeqs = async (db: pg.Pool): Promise<number[]> =>
 
 const seqOf = (payload: Buffer) => JSON.parse(String(payload)).diff?.seq as number | undefined;
 
+/** SIGTERM to `node`: whether it exited within `ms`, and how long it took (or had taken when given up on). */
+async function stopWithin(node: PlatformNode, ms: number): Promise<{ stopped: boolean; after: number }> {
+  const started = Date.now();
+  const stopped = await Promise.race([node.stop().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), ms))]);
+  return { stopped, after: Date.now() - started };
+}
+
 // ---------------------------------------------------------------------------
 
 const midBatch = suite<{ redis: RedisServer; db: pg.Pool; nodes: PlatformNode[] }>('Cluster: a node killed mid-batch');
@@ -189,9 +196,8 @@ redisDown('when the node leading the output topics is stopped while Redis is awa
     // Acknowledged once stored; the leader's output reactor then waits for Redis to publish it.
     await device.publishAsync(TOPIC, JSON.stringify({ seq: 26 }), { qos: 1 });
     await new Promise((r) => setTimeout(r, 500));
-    const started = Date.now();
-    const stopped = await Promise.race([leader.stop().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 15_000))]);
-    assert.ok(stopped, `the leader stopped on SIGTERM while Redis was away (still running after ${Date.now() - started} ms)`);
+    const stop = await stopWithin(leader, 15_000);
+    assert.ok(stop.stopped, `the leader stopped on SIGTERM while Redis was away (still running after ${stop.after} ms)`);
     await until(() => leader.logs.some((l) => String(l.msg).includes('stopping while Redis is away')), 5_000, 'the leader to say what it dropped');
     assert.equal(await report(), { stored: 1, published: false }, 'the stopped leader did not count the report as published');
   } finally {
@@ -277,9 +283,8 @@ pgDown('when a node is stopped while PostgreSQL is away, then it stops within se
   ctx.pg.stop();
   try {
     await until(async () => (await b.health()).status === 503, 15_000, "node B's health to name PostgreSQL");
-    const started = Date.now();
-    const stopped = await Promise.race([b.stop().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 15_000))]);
-    assert.ok(stopped, `node B stopped on SIGTERM while PostgreSQL was away (still running after ${Date.now() - started} ms)`);
+    const stop = await stopWithin(b, 15_000);
+    assert.ok(stop.stopped, `node B stopped on SIGTERM while PostgreSQL was away (still running after ${stop.after} ms)`);
   } finally {
     ctx.pg = startPrivateCluster(ctx.dir, 'platform', { fast: true });
   }
