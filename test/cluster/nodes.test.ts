@@ -179,12 +179,12 @@ cluster('when a device publishes to node A, a consumer on node B receives it, a 
   assert.is((await a.call('GET', `/api/iotnodes/${id}`)).body.name, 'pump 7', 'node A reads what node C wrote as soon as C answered');
 
   // A consumer on node B, with a persistent session.
-  const consumer = await b.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false });
   const got: number[] = [];
-  consumer.on('message', (_t, payload) => {
+  const listen = (_t: string, payload: Buffer) => {
     const seq = JSON.parse(String(payload)).diff?.seq;
     if (typeof seq === 'number') got.push(seq);
-  });
+  };
+  const consumer = await b.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false }, listen);
   await consumer.subscribeAsync(`svc/output/v2/${set.body._id}/#`, { qos: 1 });
 
   // When the device publishes to node A, then the consumer on node B and the HTTP receiver get every message once.
@@ -227,11 +227,7 @@ cluster('when a device publishes to node A, a consumer on node B receives it, a 
   let reader = consumer;
   if (leader === b) {
     consumer.end(true);
-    reader = await survivors[0]!.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false });
-    reader.on('message', (_t, payload) => {
-      const seq = JSON.parse(String(payload)).diff?.seq;
-      if (typeof seq === 'number') got.push(seq);
-    });
+    reader = await survivors[0]!.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false }, listen);
   }
   await until(() => new Set(got).size >= 40, 15_000, 'the consumer to get all 40 messages');
   await until(() => new Set(seqsOf(ctx.receiver.bodies, id)).size >= 40, 15_000, 'the receiver to get all 40 messages');

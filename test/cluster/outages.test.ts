@@ -4,7 +4,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import type { MqttClient } from 'mqtt';
 import { createTestDatabase } from '../support/cluster.js';
 import { startPrivateCluster, type PrivateCluster } from '../../migrations/cluster.js';
 import { RedisServer } from '../support/redis.js';
@@ -120,12 +119,11 @@ redisDown('when Redis restarts, then health and logs name Redis meanwhile, devic
   const id = await until(async () => (await db.query<{ id: string }>('SELECT id FROM devices WHERE secret = $1', [TOPIC])).rows[0]?.id, 10_000, 'the device');
   assert.is((await a.call('POST', '/api/channels', { iotnode: id, mqtt: { type: 'basicCredentialsSet', recipient: setId } })).status, 201);
   const got = new Set<number>();
-  const listen = (c: MqttClient) => c.on('message', (_t, p) => {
+  const listen = (_t: string, p: Buffer) => {
     const seq = seqOf(p);
     if (seq !== undefined) got.add(seq);
-  });
-  let consumer = await b.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false });
-  listen(consumer);
+  };
+  let consumer = await b.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false }, listen);
   await consumer.subscribeAsync(`svc/output/v2/${setId}/#`, { qos: 1 });
   for (let seq = 1; seq <= 10; seq++) await device.publishAsync(TOPIC, JSON.stringify({ seq }), { qos: 1 });
   await until(() => got.size >= 10, 10_000, 'the first ten messages on node B');
@@ -161,10 +159,9 @@ redisDown('when Redis restarts, then health and logs name Redis meanwhile, devic
     if (complete()) return true;
     consumer.end(true);
     // A consumer retries a connection that got no CONNACK in time (the node restores the session from Redis, which just came back).
-    const next = await b.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false }).catch(() => null);
+    const next = await b.mqttClient('fleet', 'fleet-password', { clientId: 'consumer', clean: false }, listen).catch(() => null);
     if (!next) return false;
     consumer = next;
-    listen(consumer);
     await new Promise((r) => setTimeout(r, 1000));
     return complete();
   }, 45_000, 'the consumer to have messages 1 to 25').catch((err: Error) => {

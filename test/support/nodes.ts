@@ -103,9 +103,15 @@ export class PlatformNode {
     return (h.body.cluster?.leading as string[] | undefined) ?? [];
   }
 
-  mqttClient(username: string, password: string, options: IClientOptions = {}): Promise<MqttClient> {
+  /**
+   * An MQTT client connected to this node. `onMessage` is attached before the connection is made: a resumed
+   * session's queued messages can arrive, and be acknowledged by MQTT.js, before it reports the connection, so a
+   * handler attached once the client is connected can miss them.
+   */
+  mqttClient(username: string, password: string, options: IClientOptions = {}, onMessage?: (topic: string, payload: Buffer) => void): Promise<MqttClient> {
     return new Promise((resolve, reject) => {
       const client = mqtt.connect(`mqtt://127.0.0.1:${this.mqtt}`, { username, password, reconnectPeriod: 0, connectTimeout: 10_000, protocolVersion: 4, ...options });
+      if (onMessage) client.on('message', onMessage);
       client.once('connect', () => resolve(client));
       client.once('error', (err) => {
         client.end(true);
