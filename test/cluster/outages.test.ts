@@ -132,10 +132,7 @@ redisDown('when Redis restarts, then health and logs name Redis meanwhile, devic
   await redis.stop();
   try {
     for (const node of nodes) {
-      const h = await until(async () => {
-        const r = await node.health();
-        return r.status === 503 ? r : null;
-      }, 10_000, `${node.name}'s health to turn 503`);
+      const h = await node.healthTurns(503, 10_000);
       assert.ok((h.body.cluster.waitingFor as string[]).some((w) => w.startsWith('Redis')), JSON.stringify(h.body));
       // The log line travels through the node's stdout, which can trail its health on a busy machine.
       await until(() => node.logs.some((l) => String(l.msg).includes('Redis connection lost')), 5_000, `${node.name} to log the lost Redis connection`);
@@ -150,7 +147,7 @@ redisDown('when Redis restarts, then health and logs name Redis meanwhile, devic
   }
 
   // then health is 200 again and the consumer's session has everything.
-  for (const node of nodes) await until(async () => (await node.health()).status === 200, 20_000, `${node.name}'s health to be 200 again`);
+  for (const node of nodes) await node.healthTurns(200, 20_000);
   await until(() => a.logs.some((l) => String(l.msg).includes('Redis connection back')), 5_000, 'node A to log that Redis is back');
   for (let seq = 21; seq <= 25; seq++) await device.publishAsync(TOPIC, JSON.stringify({ seq }), { qos: 1 });
   // A message published while this node's subscription to the bus was down is in the session's queue: a reconnect fetches it.
@@ -189,7 +186,7 @@ redisDown('when the node leading the output topics is stopped while Redis is awa
   };
   await redis.stop();
   try {
-    await until(async () => (await leader.health()).status === 503, 10_000, "the leader's health to name Redis");
+    await leader.healthTurns(503, 10_000);
     // Acknowledged once stored; the leader's output reactor then waits for Redis to publish it.
     await device.publishAsync(TOPIC, JSON.stringify({ seq: 26 }), { qos: 1 });
     await new Promise((r) => setTimeout(r, 500));
@@ -246,10 +243,7 @@ pgDown('when PostgreSQL restarts, then health and logs name it meanwhile, the no
   ctx.pg.stop();
   const inFlight = Array.from({ length: 10 }, (_, i) => send(11 + i));
   for (const node of ctx.nodes) {
-    const h = await until(async () => {
-      const r = await node.health();
-      return r.status === 503 ? r : null;
-    }, 15_000, `${node.name}'s health to turn 503`);
+    const h = await node.healthTurns(503, 15_000);
     assert.is(h.body.database, false, JSON.stringify(h.body));
   }
   await until(() => ctx.nodes.every((n) => n.logs.some((l) => String(l.msg).includes('waiting for PostgreSQL'))), 15_000, 'both nodes to log that they wait for PostgreSQL');
@@ -261,7 +255,7 @@ pgDown('when PostgreSQL restarts, then health and logs name it meanwhile, the no
 
   // When it is back, then the nodes recover by themselves.
   ctx.pg = startPrivateCluster(ctx.dir, 'platform', { fast: true });
-  for (const node of ctx.nodes) await until(async () => (await node.health()).status === 200, 30_000, `${node.name}'s health to be 200 again`);
+  for (const node of ctx.nodes) await node.healthTurns(200, 30_000);
   await until(async () => ((await a.leading()).length + (await b.leading()).length) === LEADER_PARTS.length, 15_000, 'every part led again');
   await Promise.all(inFlight);
   for (let seq = 21; seq <= 25; seq++) await send(seq);
@@ -279,7 +273,7 @@ pgDown('when a node is stopped while PostgreSQL is away, then it stops within se
   const b = ctx.nodes[1]!;
   ctx.pg.stop();
   try {
-    await until(async () => (await b.health()).status === 503, 15_000, "node B's health to name PostgreSQL");
+    await b.healthTurns(503, 15_000);
     const stop = await stopWithin(b, 15_000);
     assert.ok(stop.stopped, `node B stopped on SIGTERM while PostgreSQL was away (still running after ${stop.after} ms)`);
   } finally {

@@ -97,6 +97,23 @@ export class PlatformNode {
     }
   }
 
+  /**
+   * Polls the node's health until it answers `status`; a time-out names the last answer, so a failure says
+   * whether the node answered otherwise (and what it said it waits for) or did not answer at all.
+   */
+  async healthTurns(status: number, ms: number): Promise<{ status: number; body: Record<string, any> }> {
+    // Set inside the poll: declared through `as` so the compiler does not take it for null after the loop.
+    let last = null as { status: number; body: Record<string, any> } | null;
+    try {
+      return await until(async () => {
+        last = await this.health();
+        return last.status === status ? last : null;
+      }, ms, `${this.name}'s health to answer ${status}`);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; last answer: ${last ? `${last.status} ${JSON.stringify(last.body)}` : 'none'}`);
+    }
+  }
+
   /** The parts this node leads, as its health says. */
   async leading(): Promise<string[]> {
     const h = await this.health();
