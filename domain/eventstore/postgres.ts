@@ -61,8 +61,9 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
       const e = a.events[i]!;
       events.push({ s: a.streamId, o: i + 1, id: e.id, type: e.type, data: e.data, meta: e.metadata, p: events.length });
     }
-    await pool.query(
-      `WITH input AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(stream_id text, n bigint)),
+    await pool.query({
+      name: 'es_append_many',
+      text: `WITH input AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(stream_id text, n bigint)),
        claim AS (
          INSERT INTO es.streams AS s (stream_id, revision) SELECT stream_id, n - 1 FROM input ORDER BY stream_id
          ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision + EXCLUDED.revision + 1
@@ -72,8 +73,8 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
        FROM jsonb_to_recordset($2::jsonb) AS e(s text, o bigint, id uuid, type text, data jsonb, meta jsonb, p bigint)
        JOIN claim c ON c.stream_id = e.s JOIN input i ON i.stream_id = e.s
        ORDER BY e.p`,
-      [JSON.stringify(streams.map((a) => ({ stream_id: a.streamId, n: a.events.length }))), JSON.stringify(events)],
-    );
+      values: [JSON.stringify(streams.map((a) => ({ stream_id: a.streamId, n: a.events.length }))), JSON.stringify(events)],
+    });
     recent.appended();
     appended.emit('append');
   }
@@ -99,46 +100,50 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
   }
 
   async function readStream(streamId: string, opts: { fromRevision?: number; limit?: number } = {}): Promise<RecordedEvent[]> {
-    const { rows } = await pool.query<EventRow>(
-      `SELECT ${COLUMNS} FROM es.events WHERE stream_id = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
-      [streamId, opts.fromRevision ?? 0, opts.limit ?? null],
-    );
+    const { rows } = await pool.query<EventRow>({
+      name: 'es_read_stream',
+      text: `SELECT ${COLUMNS} FROM es.events WHERE stream_id = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
+      values: [streamId, opts.fromRevision ?? 0, opts.limit ?? null],
+    });
     return rows.map(toRecorded);
   }
 
   async function readStreams(streamIds: string[]): Promise<RecordedEvent[]> {
     if (streamIds.length === 0) return [];
     // Each stream read on the stream index, as `readStream` does.
-    const { rows } = await pool.query<EventRow>(
-      `SELECT e.* FROM unnest($1::text[]) WITH ORDINALITY AS s(id, n)
+    const { rows } = await pool.query<EventRow>({
+      name: 'es_read_streams',
+      text: `SELECT e.* FROM unnest($1::text[]) WITH ORDINALITY AS s(id, n)
        CROSS JOIN LATERAL (SELECT ${COLUMNS} FROM es.events WHERE stream_id = s.id ORDER BY revision) AS e
        ORDER BY s.n, e.revision`,
-      [streamIds],
-    );
+      values: [streamIds],
+    });
     return rows.map(toRecorded);
   }
 
   async function readAll({ after, limit }: ReadAllOptions): Promise<RecordedEvent[]> {
-    const { rows } = await pool.query<EventRow>(
-      `SELECT ${COLUMNS} FROM es.events
+    const { rows } = await pool.query<EventRow>({
+      name: 'es_read_all',
+      text: `SELECT ${COLUMNS} FROM es.events
        WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
          AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
        ORDER BY transaction_id, global_position
        LIMIT $3`,
-      [String(after?.commit ?? 0n), String(after?.prepare ?? 0n), limit],
-    );
+      values: [String(after?.commit ?? 0n), String(after?.prepare ?? 0n), limit],
+    });
     return rows.map(toRecorded);
   }
 
   async function countAfter(after: Position | null, cap: number): Promise<number> {
     // The range readAll would read, on the same index, without the rows' data.
-    const { rows } = await pool.query<{ n: Int8 }>(
-      `SELECT count(*) AS n FROM (SELECT 1 FROM es.events
+    const { rows } = await pool.query<{ n: Int8 }>({
+      name: 'es_count_after',
+      text: `SELECT count(*) AS n FROM (SELECT 1 FROM es.events
          WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
            AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
          LIMIT $3) AS behind`,
-      [String(after?.commit ?? 0n), String(after?.prepare ?? 0n), cap],
-    );
+      values: [String(after?.commit ?? 0n), String(after?.prepare ?? 0n), cap],
+    });
     return Number(rows[0]!.n);
   }
 
