@@ -19,8 +19,11 @@
  *   report the `codec` devices store: `codec` against it is the translator's
  *   own cost; `codec` against `plain` also counts storing six more fields
  *   (history rows, larger events and output messages).
- * - Phases alternate (plain, decoder, chain, codec, plain, …) so drift of the
- *   machine hits each variant alike; each variant reports its mean.
+ * - Phases alternate, in an order reversed every other round (plain, decoder,
+ *   chain, codec, decodedPlain, then decodedPlain, codec, … plain), so each
+ *   variant's phases sit at the same mean time: a machine that drifts, or a
+ *   store that grows slower as the run adds events, hits every variant alike.
+ *   `BENCH_ROUNDS` rounds (default 4); each variant reports its mean.
  */
 import type { ChildProcess } from 'node:child_process';
 import { connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessage } from './processes.js';
@@ -33,8 +36,8 @@ import { climateHex, climateSensor, dailyTemperature } from '../sandbox/fixtures
 import { elsysErsCo2 } from '../translators/codecs/index.js';
 import { compileFieldMap } from '../../sandbox/index.js';
 
-const SECONDS = Number(process.env.BENCH_INGEST_SECONDS ?? 6);
-const ROUNDS = 2;
+const SECONDS = Number(process.env.BENCH_INGEST_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
 const CONNECTIONS = 4;
 const DEVICES = 200;
 const WINDOW = 64;
@@ -173,7 +176,7 @@ export async function measureIngest(): Promise<IngestFigures> {
     const samples: Record<Variant, number[]> = { plain: [], decoder: [], chain: [], codec: [], decodedPlain: [] };
     const cpu: Partial<Record<Variant, { platform: number; postgres: number; messages: number }>> = {};
     for (let round = 0; round < ROUNDS; round++) {
-      for (const variant of VARIANTS) {
+      for (const variant of round % 2 ? [...VARIANTS].reverse() : VARIANTS) {
         const meter = cpuMeter(platform.child.pid!, join(dir, 'pg'));
         const { rate, acked } = await phase(clients, topics[variant], uplinksOf(variant));
         const spent = meter.per(1);
