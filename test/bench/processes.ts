@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
+import type pg from 'pg';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 
@@ -158,4 +159,29 @@ export function cpuMeter(serverPid: number, postgresDataDir?: string): { per(mes
       };
     },
   };
+}
+
+/**
+ * Waits until the subscriber `name` (a pattern: every one) of a platform started with `METRICS_TOKEN` has handled every event stored when it is called (its lag on
+ * `/metrics` is 0); the milliseconds it took. The lag counts the events a subscriber can read, and the
+ * store's reads stop before the oldest transaction still in flight (so no event can land behind a
+ * checkpoint): a lag read while an older transaction was open can be 0 with events of the phase still
+ * to handle. So a lag of 0 counts only once every transaction up to the last event stored at the call
+ * has ended.
+ */
+export async function caughtUp(http: number, metricsToken: string, name: string | RegExp, db: Pick<pg.Pool, 'query'>): Promise<number> {
+  const started = Date.now();
+  const { rows } = await db.query<{ x: string | null }>('SELECT max(transaction_id)::text AS x FROM es.events');
+  const last = rows[0]!.x ?? '0';
+  const pattern = new RegExp(`^platform_subscriber_lag_events\\{subscriber="${typeof name === 'string' ? name : name.source}"\\} (\\d+)$`, 'gm');
+  for (;;) {
+    const visible = await db.query<{ v: boolean }>('SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 AS v', [last]);
+    if (visible.rows[0]!.v) {
+      const res = await fetch(`http://127.0.0.1:${http}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } });
+      const lags = [...(await res.text()).matchAll(pattern)];
+      if (lags.length && lags.every((lag) => Number(lag[1]) === 0)) return Date.now() - started;
+    }
+    if (Date.now() - started > 120_000) return Number.NaN;
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }

@@ -43,7 +43,7 @@ import { join } from 'node:path';
 import type { MqttClient } from 'mqtt';
 import pg from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
-import { connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessage, type PlatformProcess } from './processes.js';
+import { caughtUp, connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessage, type PlatformProcess } from './processes.js';
 import { createCalculationLoad, deleteCalculationLoad } from './calculationLoad.js';
 
 const SECONDS = Number(process.env.BENCH_RULES_SECONDS ?? 8);
@@ -180,31 +180,6 @@ const perReport = (s: Statements, reports: number) => {
 
 const METRICS_TOKEN = 'bench-rules-metrics-token-0123456789';
 
-/**
- * Waits until the subscriber `name` has handled every event stored when it is called (its lag on
- * `/metrics` is 0); the milliseconds it took. The lag counts the events a subscriber can read, and the
- * store's reads stop before the oldest transaction still in flight (so no event can land behind a
- * checkpoint): a lag read while an older transaction was open can be 0 with events of the phase still
- * to handle. So a lag of 0 counts only once every transaction up to the last event stored at the call
- * has ended.
- */
-async function caughtUp(http: number, name: string | RegExp, db: pg.Pool): Promise<number> {
-  const started = Date.now();
-  const { rows } = await db.query<{ x: string | null }>('SELECT max(transaction_id)::text AS x FROM es.events');
-  const last = rows[0]!.x ?? '0';
-  const pattern = new RegExp(`^platform_subscriber_lag_events\\{subscriber="${typeof name === 'string' ? name : name.source}"\\} (\\d+)$`, 'gm');
-  for (;;) {
-    const visible = await db.query<{ v: boolean }>('SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 AS v', [last]);
-    if (visible.rows[0]!.v) {
-      const res = await fetch(`http://127.0.0.1:${http}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
-      const lags = [...(await res.text()).matchAll(pattern)];
-      if (lags.length && lags.every((lag) => Number(lag[1]) === 0)) return Date.now() - started;
-    }
-    if (Date.now() - started > 120_000) return Number.NaN;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 export async function measureRules() {
   const dir = mkdtempSync(join(tmpdir(), 'bench-rules-'));
   let cluster = startPrivateCluster(dir, 'bench');
@@ -255,27 +230,27 @@ export async function measureRules() {
     const stmts = { none: new Map() as Statements, with: new Map() as Statements };
     const counted = { none: 0, with: 0 };
     for (let round = 0; round < ROUNDS; round++) {
-      await caughtUp(platform.ports.http!, every, db);
+      await caughtUp(platform.ports.http!, METRICS_TOKEN, every, db);
       await statements(db, new Map());
       let meter = cpuMeter(platform.child.pid!, pgData);
       const plain = await phase(clients, topics);
-      await caughtUp(platform.ports.http!, every, db);
+      await caughtUp(platform.ports.http!, METRICS_TOKEN, every, db);
       await statements(db, stmts.none);
       counted.none += plain.acked;
       none.push(plain.perSecond);
       cpu.none.push(meter.per(plain.acked));
       const set = [];
       for (const load of LOADS) set.push(await load.setUp(call, devices, db));
-      for (const load of LOADS) await caughtUp(platform.ports.http!, load.reactor, db);
-      await caughtUp(platform.ports.http!, every, db);
+      for (const load of LOADS) await caughtUp(platform.ports.http!, METRICS_TOKEN, load.reactor, db);
+      await caughtUp(platform.ports.http!, METRICS_TOKEN, every, db);
       const before = await Promise.all(set.map((s) => s.work()));
       await statements(db, new Map());
       meter = cpuMeter(platform.child.pid!, pgData);
       const loaded = await phase(clients, topics);
       withLoads.push(loaded.perSecond);
       // Each reactor's catch-up counts from the end of the phase.
-      const caught = await Promise.all(LOADS.map((load) => caughtUp(platform.ports.http!, load.reactor, db)));
-      await caughtUp(platform.ports.http!, every, db);
+      const caught = await Promise.all(LOADS.map((load) => caughtUp(platform.ports.http!, METRICS_TOKEN, load.reactor, db)));
+      await caughtUp(platform.ports.http!, METRICS_TOKEN, every, db);
       cpu.with.push(meter.per(loaded.acked));
       await statements(db, stmts.with);
       counted.with += loaded.acked;

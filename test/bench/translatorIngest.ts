@@ -24,9 +24,14 @@
  *   variant's phases sit at the same mean time: a machine that drifts, or a
  *   store that grows slower as the run adds events, hits every variant alike.
  *   `BENCH_ROUNDS` rounds (default 4); each variant reports its mean.
+ * - Before each phase every subscriber of the log (the projections, the
+ *   reactors) has caught up with the one before, so no phase pays for the
+ *   read models of another; a phase's CPU time counts until its own are
+ *   done (`catchUpMsAfterPhase`: how long that took after its last PUBACK).
  */
 import type { ChildProcess } from 'node:child_process';
-import { connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessage } from './processes.js';
+import { caughtUp, connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessage } from './processes.js';
+import pg from 'pg';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +60,10 @@ export interface IngestFigures {
   connections: number;
   inFlightPerConnection: number;
   acceptedPerSecond: Record<Variant, number>;
+  /** Each phase's rate, per variant, in the order run. */
+  samples: Partial<Record<Variant, number[]>>;
+  /** How long the log's subscribers (projections, reactors) took to handle each phase after its last acknowledgement. */
+  catchUpMsAfterPhase: Partial<Record<Variant, number[]>>;
   /** CPU time per accepted message of the platform process and of PostgreSQL, over each variant's measured phases. */
   cpuMicrosPerMessage: Partial<Record<Variant, { platform: number; postgres: number }>>;
   /** Messages acknowledged per variant over the whole run, warm-up included. */
@@ -68,6 +77,9 @@ export interface IngestFigures {
 }
 
 const connect = (port: number, username: string, password: string) => connectMqtt(port, { username, password });
+
+const METRICS_TOKEN = 'bench-translators-metrics-token-0123456789';
+const EVERY_SUBSCRIBER = /[^"]+/;
 
 const climateUplinks = Array.from({ length: 64 }, (_u, i) => JSON.stringify({ encodedData: { hexEncoded: climateHex(15 + i / 8, 30 + i / 2, 2900 + i), port: 1 } }));
 /** Elsys frames: temperature, humidity, light, motion, CO2 and supply voltage, values varying. */
@@ -114,8 +126,12 @@ export async function measureIngest(): Promise<IngestFigures> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-translator-ingest-'));
   const cluster = startPrivateCluster(dir, 'bench');
   let child: ChildProcess | null = null;
+  let db: pg.Pool | null = null;
   try {
-    const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'));
+    const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'), { METRICS_TOKEN });
+    db = new pg.Pool({ connectionString: cluster.url('bench'), max: 1 });
+    /** Every subscriber of the log has handled the phase before it: a phase never pays for the read models of the one before. */
+    const settle = () => caughtUp(platform.ports.http!, METRICS_TOKEN, EVERY_SUBSCRIBER, db!);
     child = platform.child;
     const call = platform.call;
     await call('POST', '/api/translators', { name: 'bench-climate', version: '1.0.0', match: {}, spec: climateSensor.spec, code: climateSensor.code });
@@ -174,11 +190,15 @@ export async function measureIngest(): Promise<IngestFigures> {
     for (const variant of VARIANTS) sent[variant] = (await phase(clients, topics[variant], uplinksOf(variant)).catch(() => ({ acked: 0 }))).acked;
 
     const samples: Record<Variant, number[]> = { plain: [], decoder: [], chain: [], codec: [], decodedPlain: [] };
+    const catchUpMs: Record<Variant, number[]> = { plain: [], decoder: [], chain: [], codec: [], decodedPlain: [] };
     const cpu: Partial<Record<Variant, { platform: number; postgres: number; messages: number }>> = {};
     for (let round = 0; round < ROUNDS; round++) {
       for (const variant of round % 2 ? [...VARIANTS].reverse() : VARIANTS) {
+        await settle();
         const meter = cpuMeter(platform.child.pid!, join(dir, 'pg'));
         const { rate, acked } = await phase(clients, topics[variant], uplinksOf(variant));
+        // The read models' work on the phase counts in its CPU time, not in its rate.
+        catchUpMs[variant].push(await settle());
         const spent = meter.per(1);
         const sum = (cpu[variant] ??= { platform: 0, postgres: 0, messages: 0 });
         sum.platform += spent.server;
@@ -204,6 +224,8 @@ export async function measureIngest(): Promise<IngestFigures> {
       connections: CONNECTIONS,
       inFlightPerConnection: WINDOW,
       acceptedPerSecond: accepted,
+      samples: Object.fromEntries(VARIANTS.map((v) => [v, samples[v].map(Math.round)])) as IngestFigures['samples'],
+      catchUpMsAfterPhase: Object.fromEntries(VARIANTS.map((v) => [v, catchUpMs[v]])) as IngestFigures['catchUpMsAfterPhase'],
       cpuMicrosPerMessage,
       sent,
       ratioDecoderToPlain: ratio(accepted.decoder, accepted.plain),
@@ -222,6 +244,7 @@ export async function measureIngest(): Promise<IngestFigures> {
       await new Promise((r) => setTimeout(r, 2000));
       if (child.exitCode === null) child.kill('SIGKILL');
     }
+    await db?.end();
     cluster.stop();
     rmSync(dir, { recursive: true, force: true });
   }
