@@ -48,13 +48,23 @@ function following(ctx: Ctx, name: string, stream: string, worked: (batch: Recor
   return { subscriber, seen };
 }
 
+/** The checkpoint of `name` once it reaches `position`, or where it stands after a few seconds. */
+async function checkpointOnceAt(ctx: Ctx, name: string, position: RecordedEvent['position']) {
+  const until = Date.now() + 5_000;
+  for (;;) {
+    const saved = await loadCheckpoint(ctx.db, name);
+    if ((saved && comparePositions(saved, position) >= 0) || Date.now() > until) return saved;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 idle('given a subscriber that works only on "Work" events, when idle batches follow a saved one, then the checkpoint stays until a batch with work, and stopping saves where it got to', async (ctx) => {
   const stream = streamName('idle');
   const { subscriber, seen } = following(ctx, 'idle-test', stream, (batch) => batch.some((e) => e.type === 'Work'));
   await ctx.store.append(stream, [newEvent('Work')], 'no_stream');
   await subscriber.start();
   await waitUntil(() => seen.length === 1, 'the first event was handled');
-  const afterWork = await loadCheckpoint(ctx.db, 'idle-test');
+  const afterWork = await checkpointOnceAt(ctx, 'idle-test', seen[0]!.position);
   assert.ok(afterWork && comparePositions(afterWork, seen[0]!.position) === 0, 'a batch with work is saved at once');
 
   const started = Date.now();
@@ -69,7 +79,9 @@ idle('given a subscriber that works only on "Work" events, when idle batches fol
 
   await ctx.store.append(stream, [newEvent('Work')], 'exists');
   await waitUntil(() => seen.length === 4, 'the second work event was handled');
-  assert.equal(await loadCheckpoint(ctx.db, 'idle-test'), seen[3]!.position, 'work saves everything up to it');
+  // The handler has seen the batch before its checkpoint is written, so wait for the write.
+  const saved = await checkpointOnceAt(ctx, 'idle-test', seen[3]!.position);
+  assert.equal(saved, seen[3]!.position, 'work saves everything up to it');
 
   await ctx.store.append(stream, [newEvent('Noise')], 'exists');
   await waitUntil(() => seen.length === 5, 'the last idle event was handled');
@@ -86,7 +98,7 @@ idle('given idle batches for longer than IDLE_SAVE_MS, then the checkpoint is sa
   await new Promise((r) => setTimeout(r, IDLE_SAVE_MS + 50));
   await ctx.store.append(stream, [newEvent('Noise')], 'exists');
   await waitUntil(() => seen.length === 2, 'the second idle event was handled');
-  assert.equal(await loadCheckpoint(ctx.db, 'idle-long'), seen[1]!.position);
+  assert.equal(await checkpointOnceAt(ctx, 'idle-long', seen[1]!.position), seen[1]!.position);
   await subscriber.stop();
 });
 

@@ -38,15 +38,18 @@ const valueWidget = (deviceId: string, x = 0) => ({ x, y: 0, width: 4, height: 4
 
 recovery('given a token that expires while a dialog is filled in, when the user submits, then a login shows over the page, and after it the same submit goes through with what was typed', async (ctx) => {
   const [admin] = await ok(ctx.t, 'GET', '/api/users?username=admin');
-  const short = issueToken(ctx.t.platform.deps.jwtSecret, admin.id, 2);
   const w = await openPage(ctx.browser, ctx.t.baseUrl);
   try {
     await w.page.goto('/');
+    // Long enough for a slow first load of the panel; the wait below ends just after it runs out.
+    const short = issueToken(ctx.t.platform.deps.jwtSecret, admin.id, 6);
+    const expiresAtMs = (JSON.parse(Buffer.from(short.split('.')[1]!, 'base64url').toString()).exp as number) * 1000;
     await w.page.evaluate(`localStorage.setItem('panel.token', ${JSON.stringify(short)})`);
     await w.page.reload();
     await w.page.getByRole('button', { name: 'New dashboard' }).click();
     await w.page.getByLabel('Name').fill('Typed before expiry');
-    await new Promise((r) => setTimeout(r, 2500));
+    assert.ok(Date.now() < expiresAtMs, 'the dialog was filled in before the token ran out');
+    await new Promise((r) => setTimeout(r, expiresAtMs - Date.now() + 300));
     await w.page.getByRole('button', { name: 'Create' }).click();
     const overlay = w.page.getByRole('dialog', { name: 'Log in again' });
     await overlay.getByText('Your session has expired').waitFor();
