@@ -2,7 +2,10 @@
  * `npm run bench:eventstore`: the PostgreSQL event store's throughput on a
  * private cluster with durability on (fsync, synchronous commit), next to a
  * baseline measured in the same run: plain single-row INSERT commits into an
- * unindexed table. Prints one JSON object on stdout; progress goes to stderr.
+ * unindexed table. Then what the audit log's two indexes on the log cost:
+ * PostgreSQL's CPU time per event of the batch append ingest makes (one event
+ * on each of 100 device streams), against the same append into a store without
+ * them. Prints one JSON object on stdout; progress goes to stderr.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +16,7 @@ import pg from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { migrateToLatest } from '../../migrations/index.js';
 import { createPostgresStore } from '../../domain/eventstore/postgres.js';
+import { postgresCpuMicros } from './processes.js';
 import type { EventStore, ExpectedRevision } from '../../domain/eventstore/port.js';
 import type { NewEvent } from '../../domain/shared/events.js';
 
@@ -22,6 +26,8 @@ const ROUNDS = 2;
 const BATCH = 100;
 const CATCH_UP_MIN = 100_000;
 const CATCH_UP_BATCH = 1000; // what the projection runner asks for
+const AUDIT_ROUNDS = 6;
+const AUDIT_APPENDS = 200; // per round and store, of BATCH events each
 
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
@@ -49,6 +55,22 @@ async function timed(ms: number, writers: number, step: (writer: number) => Prom
   );
   return { units: done.reduce((a, b) => a + b, 0), seconds: (performance.now() - started) / 1000 };
 }
+
+/** Ingest's batch append: one report on each of `BATCH` device streams, each with its own correlation id, from 10 credentials sets. */
+function reports(store: EventStore) {
+  let i = 0;
+  return () => {
+    const appends = Array.from({ length: BATCH }, () => {
+      const n = i++;
+      const metadata = { actor: `credentials:65a1f0c2e4b0a1b2c3d4e5f${n % 10}`, correlationId: `mqtt:${randomUUID().slice(0, 16)}:${n}:client-${n % 10}`, time: new Date().toISOString() };
+      const data = { id: `device-${n % 1000}`, topic: `svc/generic/v2/bench/device-${n % 1000}`, path: [], payload: { power: n % 100, seq: n }, reportedAt: metadata.time };
+      return { streamId: `device-${n % 1000}-${Math.floor(n / 1000)}`, events: [{ id: randomUUID(), type: 'DeviceReported', data, metadata }] };
+    });
+    return store.appendMany!(appends);
+  };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const rate = (runs: { units: number; seconds: number }[]) =>
   runs.reduce((a, r) => a + r.units, 0) / runs.reduce((a, r) => a + r.seconds, 0);
@@ -146,6 +168,30 @@ try {
   });
   const catchUp = received / ((finished - started) / 1000);
 
+  // The same appends into a second database of the same cluster without the audit indexes, alternating rounds,
+  // each store's own table grown alike, so both pay the same for their size.
+  log('the audit indexes: batch appends with and without them');
+  await pool.query('CREATE DATABASE bench_unindexed');
+  const bare = new pg.Pool({ connectionString: cluster.url('bench_unindexed'), max: 1 });
+  const bareDb = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: cluster.url('bench_unindexed'), max: 1 }) }) });
+  await migrateToLatest(bareDb);
+  await bareDb.destroy();
+  await bare.query('DROP INDEX es.events_correlation, es.events_actor');
+  const one = new pg.Pool({ connectionString: cluster.url('bench'), max: 1 });
+  const lanes = { indexed: reports(createPostgresStore(one)), unindexed: reports(createPostgresStore(bare)) };
+  const perEvent: Record<keyof typeof lanes, number[]> = { indexed: [], unindexed: [] };
+  const pgdata = join(dir, 'pg');
+  for (let r = 0; r < AUDIT_ROUNDS; r++) {
+    for (const lane of (r % 2 ? ['unindexed', 'indexed'] : ['indexed', 'unindexed']) as (keyof typeof lanes)[]) {
+      const before = postgresCpuMicros(pgdata);
+      for (let k = 0; k < AUDIT_APPENDS; k++) await lanes[lane]();
+      // The first round warms each database up: its caches, its plans, its first pages.
+      if (r > 0) perEvent[lane].push(Math.round(((postgresCpuMicros(pgdata) - before) / (AUDIT_APPENDS * BATCH)) * 10) / 10);
+    }
+  }
+  await one.end();
+  await bare.end();
+
   const round = (x: number) => Math.round(x);
   const ratio = Math.round((appends / baseline) * 100) / 100;
   console.log(
@@ -164,6 +210,12 @@ try {
         catchUpEventsPerSec: round(catchUp),
         catchUpEvents: received,
         catchUpBatchSize: CATCH_UP_BATCH,
+        auditIndexes: {
+          what: `PostgreSQL CPU µs per event, appends of ${BATCH} reports on ${BATCH} streams, one connection, by round`,
+          withThem: perEvent.indexed,
+          withoutThem: perEvent.unindexed,
+          medianRatio: Math.round((median(perEvent.indexed) / median(perEvent.unindexed)) * 100) / 100,
+        },
         aims: {
           appends5000: appends >= 5000,
           halfOfBaseline: ratio >= 0.5,
