@@ -14,6 +14,7 @@ import { CheckpointedSubscriber, IDLE_SAVE_MS, loadCheckpoint } from '../../doma
 import { comparePositions, type RecordedEvent } from '../../domain/shared/events.js';
 import { createTestDatabase } from '../support/cluster.js';
 import { newEvent, streamName, waitUntil } from './contract.js';
+import { until } from '../support/nodes.js';
 
 interface Ctx {
   pool: pg.Pool;
@@ -48,15 +49,16 @@ function following(ctx: Ctx, name: string, stream: string, worked: (batch: Recor
   return { subscriber, seen };
 }
 
-/** The checkpoint of `name` once it reaches `position`, or where it stands after a few seconds. */
-async function checkpointOnceAt(ctx: Ctx, name: string, position: RecordedEvent['position']) {
-  const until = Date.now() + 5_000;
-  for (;;) {
-    const saved = await loadCheckpoint(ctx.db, name);
-    if ((saved && comparePositions(saved, position) >= 0) || Date.now() > until) return saved;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+/** The checkpoint of `name` once it reaches `position`: the subscriber writes it after its handler returns. */
+const checkpointOnceAt = (ctx: Ctx, name: string, position: RecordedEvent['position']) =>
+  until(
+    async () => {
+      const saved = await loadCheckpoint(ctx.db, name);
+      return saved && comparePositions(saved, position) >= 0 ? saved : null;
+    },
+    5_000,
+    `the checkpoint of ${name} to reach the handled event`,
+  );
 
 idle('given a subscriber that works only on "Work" events, when idle batches follow a saved one, then the checkpoint stays until a batch with work, and stopping saves where it got to', async (ctx) => {
   const stream = streamName('idle');
@@ -79,7 +81,6 @@ idle('given a subscriber that works only on "Work" events, when idle batches fol
 
   await ctx.store.append(stream, [newEvent('Work')], 'exists');
   await waitUntil(() => seen.length === 4, 'the second work event was handled');
-  // The handler has seen the batch before its checkpoint is written, so wait for the write.
   const saved = await checkpointOnceAt(ctx, 'idle-test', seen[3]!.position);
   assert.equal(saved, seen[3]!.position, 'work saves everything up to it');
 
