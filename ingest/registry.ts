@@ -20,6 +20,9 @@ export interface ConnectorInfo {
 }
 
 /** How a network server names a device inside a connector: its DevEUI, or its own device id. */
+/** Devices whose channels `channelsOf` keeps at once. */
+const MAX_CHANNELS_SEEN = 100_000;
+
 const deviceKey = (connectorId: string, kind: 'eui' | 'id', value: string) => `${connectorId}\u0000${kind}\u0000${value}`;
 
 export interface CredentialsSetInfo {
@@ -87,6 +90,8 @@ export class Registry {
   private channelsByGroup = new Map<string, Set<string>>();
   private groupMembers = new Map<string, string[]>();
   private groupsByDevice = new Map<string, Set<string>>();
+  /** `channelsOf` per device, read several times per report; emptied whenever a channel or a group changes. */
+  private channelsSeen = new Map<string, readonly ChannelInfo[]>();
   private connectors = new Map<string, ConnectorInfo>();
   private byNetworkKey = new Map<string, string>();
   /** Each bound device's `connector`, `devEui` and `networkDeviceId`. */
@@ -212,10 +217,16 @@ export class Registry {
   }
 
   /** The channels that cover a device: its own and those of its groups. */
-  channelsOf(deviceId: string): ChannelInfo[] {
+  channelsOf(deviceId: string): readonly ChannelInfo[] {
+    const seen = this.channelsSeen.get(deviceId);
+    if (seen) return seen;
     const ids = new Set(this.channelsByDevice.get(deviceId));
     for (const group of this.groupsByDevice.get(deviceId) ?? []) for (const c of this.channelsByGroup.get(group) ?? []) ids.add(c);
-    return [...ids].map((id) => this.channels.get(id)!).filter(Boolean);
+    const found = [...ids].map((id) => this.channels.get(id)!).filter(Boolean);
+    // Bounded by the devices that report; a change of any channel or group starts it over.
+    if (this.channelsSeen.size >= MAX_CHANNELS_SEEN) this.channelsSeen.clear();
+    this.channelsSeen.set(deviceId, found);
+    return found;
   }
 
   private putSet(set: CredentialsSetInfo): void {
@@ -229,6 +240,7 @@ export class Registry {
   }
 
   private putChannel(c: ChannelInfo): void {
+    this.channelsSeen.clear();
     this.channels.set(c.id, c);
     if (c.doc.iotnode) addTo(this.channelsByDevice, c.doc.iotnode, c.id);
     if (c.doc.deviceGroup) addTo(this.channelsByGroup, c.doc.deviceGroup, c.id);
@@ -237,12 +249,14 @@ export class Registry {
   private dropChannel(id: string): void {
     const c = this.channels.get(id);
     if (!c) return;
+    this.channelsSeen.clear();
     this.channels.delete(id);
     if (c.doc.iotnode) removeFrom(this.channelsByDevice, c.doc.iotnode, id);
     if (c.doc.deviceGroup) removeFrom(this.channelsByGroup, c.doc.deviceGroup, id);
   }
 
   private setGroup(id: string, devices: string[] | null): void {
+    this.channelsSeen.clear();
     for (const d of this.groupMembers.get(id) ?? []) removeFrom(this.groupsByDevice, d, id);
     if (devices === null) {
       this.groupMembers.delete(id);
