@@ -1,11 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Counter, Histogram } from 'prom-client';
 import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
 import type { NewEvent } from '../domain/shared/events.js';
-import { newResourceId } from '../domain/shared/ids.js';
+import { newEventId, newResourceId } from '../domain/shared/ids.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 import { toNewEvent } from '../domain/shared/decider.js';
 import { connectorRegistration, decideReport, deviceStream, mqttRegistration, type DeviceDoc } from '../domain/devices/device.js';
@@ -397,10 +396,10 @@ export class IngestPipeline {
           message: `Reported fields ${report.ignored.join(', ')} were ignored: they are set by the platform or through the REST API, or lnglat is not a GeoJSON Point`,
         }, 'ignored fields');
       }
-      for (const event of report.events) add(deviceStream(deviceId), toNewEvent(event, context, randomUUID()));
+      for (const event of report.events) add(deviceStream(deviceId), toNewEvent(event, context, newEventId()));
       for (const u of decoded?.updates ?? []) {
         for (const event of decideReport({ type: 'ReportDevice', id: u.deviceId, source: m.topic, path: [], payload: u.payload, reportedAt: m.receivedAt }).events) {
-          add(deviceStream(u.deviceId), toNewEvent(event, context, randomUUID()));
+          add(deviceStream(u.deviceId), toNewEvent(event, context, newEventId()));
         }
       }
     } catch (err) {

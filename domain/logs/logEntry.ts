@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type { EventStore } from '../eventstore/port.js';
 import { toNewEvent, type CommandContext } from '../shared/decider.js';
+import { newEventId } from '../shared/ids.js';
 import { storableText } from '../shared/json.js';
 
 /**
@@ -44,7 +44,7 @@ export const TRANSLATOR_ERROR_RETENTION_MS = 6 * 3600 * 1000;
  * every entry passes: a NUL in a topic must not cost the log entry that
  * reports it.
  */
-export function logEvent(entry: LogEntry, at: string, id: string = randomUUID()): LogEvent {
+export function logEvent(entry: LogEntry, at: string, id: string = newEventId()): LogEvent {
   const { data, ...rest } = entry;
   return { type: 'LogEntryWritten', data: { ...rest, message: storableText(entry.message), ...(data === undefined ? {} : { data: storable(data) as Record<string, unknown> }), id, at } };
 }

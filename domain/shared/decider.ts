@@ -1,7 +1,7 @@
 import type { DomainEvent, EventMetadata, NewEvent } from './events.js';
 import { ConcurrencyError } from './errors.js';
+import { newEventId } from './ids.js';
 import type { AppendResult, EventStore, ExpectedRevision } from '../eventstore/port.js';
-import { randomUUID } from 'node:crypto';
 
 /**
  * A pure decider: `decide` turns a command and the current state into events,
@@ -72,7 +72,7 @@ export async function handle<C, S, E extends DomainEvent>(
   }
 }
 
-export function toNewEvent(event: DomainEvent, context: CommandContext, id: string = randomUUID()): NewEvent {
+export function toNewEvent(event: DomainEvent, context: CommandContext, id: string = newEventId()): NewEvent {
   const metadata: EventMetadata = { actor: context.actor, correlationId: context.correlationId, time: context.now };
   if (context.causationId) metadata.causationId = context.causationId;
   return { id, type: event.type, data: event.data, metadata };

@@ -5,7 +5,10 @@
  * unindexed table. Then what the audit log's two indexes on the log cost:
  * PostgreSQL's CPU time per event of the batch append ingest makes (one event
  * on each of 100 device streams), against the same append into a store without
- * them. Prints one JSON object on stdout; progress goes to stderr.
+ * them. Then what time-ordered event ids save: the same append with
+ * version 7 ids (`newEventId`) against random version 4 ids, each into a
+ * store already holding `ID_PREFILL` events. Prints one JSON object on
+ * stdout; progress goes to stderr.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -17,6 +20,7 @@ import { startPrivateCluster } from '../../migrations/cluster.js';
 import { migrateToLatest } from '../../migrations/index.js';
 import { createPostgresStore } from '../../domain/eventstore/postgres.js';
 import { postgresCpuMicros } from './processes.js';
+import { newEventId } from '../../domain/shared/ids.js';
 import type { EventStore, ExpectedRevision } from '../../domain/eventstore/port.js';
 import type { NewEvent } from '../../domain/shared/events.js';
 
@@ -28,6 +32,7 @@ const CATCH_UP_MIN = 100_000;
 const CATCH_UP_BATCH = 1000; // what the projection runner asks for
 const AUDIT_ROUNDS = 6;
 const AUDIT_APPENDS = 200; // per round and store, of BATCH events each
+const ID_PREFILL = Number(process.env.BENCH_ID_PREFILL ?? 300_000); // events in each store before the event-id rounds
 
 const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
 
@@ -57,14 +62,14 @@ async function timed(ms: number, writers: number, step: (writer: number) => Prom
 }
 
 /** Ingest's batch append: one report on each of `BATCH` device streams, each with its own correlation id, from 10 credentials sets. */
-function reports(store: EventStore) {
+function reports(store: EventStore, newId: () => string = randomUUID) {
   let i = 0;
   return () => {
     const appends = Array.from({ length: BATCH }, () => {
       const n = i++;
       const metadata = { actor: `credentials:65a1f0c2e4b0a1b2c3d4e5f${n % 10}`, correlationId: `mqtt:${randomUUID().slice(0, 16)}:${n}:client-${n % 10}`, time: new Date().toISOString() };
       const data = { id: `device-${n % 1000}`, topic: `svc/generic/v2/bench/device-${n % 1000}`, path: [], payload: { power: n % 100, seq: n }, reportedAt: metadata.time };
-      return { streamId: `device-${n % 1000}-${Math.floor(n / 1000)}`, events: [{ id: randomUUID(), type: 'DeviceReported', data, metadata }] };
+      return { streamId: `device-${n % 1000}-${Math.floor(n / 1000)}`, events: [{ id: newId(), type: 'DeviceReported', data, metadata }] };
     });
     return store.appendMany!(appends);
   };
@@ -192,6 +197,31 @@ try {
   await one.end();
   await bare.end();
 
+  // Random against time-ordered event ids: two more databases, each grown to ID_PREFILL events with its own kind of id first.
+  log(`event ids: batch appends with random (v4) and time-ordered (v7) ids, after ${ID_PREFILL} events each`);
+  const idLanes = { random: randomUUID, ordered: () => newEventId() };
+  const idStores: Record<keyof typeof idLanes, { append: () => Promise<void>; pool: pg.Pool }> = {} as never;
+  for (const lane of Object.keys(idLanes) as (keyof typeof idLanes)[]) {
+    await pool.query(`CREATE DATABASE bench_ids_${lane}`);
+    const lanePool = new pg.Pool({ connectionString: cluster.url(`bench_ids_${lane}`), max: 1 });
+    const laneDb = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: cluster.url(`bench_ids_${lane}`), max: 1 }) }) });
+    await migrateToLatest(laneDb);
+    await laneDb.destroy();
+    const append = reports(createPostgresStore(lanePool), idLanes[lane]);
+    for (let n = 0; n < ID_PREFILL; n += BATCH) await append();
+    idStores[lane] = { append, pool: lanePool };
+  }
+  await pool.query('CHECKPOINT');
+  const idPerEvent: Record<keyof typeof idLanes, number[]> = { random: [], ordered: [] };
+  for (let r = 0; r < AUDIT_ROUNDS; r++) {
+    for (const lane of (r % 2 ? ['ordered', 'random'] : ['random', 'ordered']) as (keyof typeof idLanes)[]) {
+      const before = postgresCpuMicros(pgdata);
+      for (let k = 0; k < AUDIT_APPENDS; k++) await idStores[lane].append();
+      if (r > 0) idPerEvent[lane].push(Math.round(((postgresCpuMicros(pgdata) - before) / (AUDIT_APPENDS * BATCH)) * 10) / 10);
+    }
+  }
+  for (const { pool: p } of Object.values(idStores)) await p.end();
+
   const round = (x: number) => Math.round(x);
   const ratio = Math.round((appends / baseline) * 100) / 100;
   console.log(
@@ -215,6 +245,12 @@ try {
           withThem: perEvent.indexed,
           withoutThem: perEvent.unindexed,
           medianRatio: Math.round((median(perEvent.indexed) / median(perEvent.unindexed)) * 100) / 100,
+        },
+        eventIds: {
+          what: `PostgreSQL CPU µs per event, appends of ${BATCH} reports on ${BATCH} streams, one connection, by round, into a store of ${ID_PREFILL} events or more`,
+          random: idPerEvent.random,
+          timeOrdered: idPerEvent.ordered,
+          medianRatio: Math.round((median(idPerEvent.ordered) / median(idPerEvent.random)) * 100) / 100,
         },
         aims: {
           appends5000: appends >= 5000,

@@ -19,12 +19,15 @@ interface Stored {
   seq: number;
   correlation: string;
   actor: string;
+  id: string;
+  position: string;
 }
 
-const pipeline = suite<{ t: TestPlatform; p: Provider; stored: Stored[]; sent: Map<string, { topic: string; payload: string; clientId: string }> }>('Ingest pipeline under a QoS 1 burst');
+const pipeline = suite<{ t: TestPlatform; p: Provider; started: number; stored: Stored[]; sent: Map<string, { topic: string; payload: string; clientId: string }> }>('Ingest pipeline under a QoS 1 burst');
 
 pipeline.before(async (ctx) => {
   const t = (ctx.t = await startTestPlatform());
+  ctx.started = Date.now();
   const p = (ctx.p = await givenProvider(t, 'burst', TOPICS));
   // Each device publishes over one connection (MQTT orders messages per connection); the devices are spread over both.
   const clients = await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => connectMqtt(t, p.username, p.password, { clientId: `burst-${i}` })));
@@ -44,7 +47,7 @@ pipeline.before(async (ctx) => {
   await Promise.all(clients.map((c) => c.endAsync()));
   // Every message was acknowledged, so every event is stored.
   const { rows } = await sql<Stored>`SELECT stream_id, revision::int AS rev, transaction_id::text AS tx, data->>'topic' AS topic, (data->'payload'->>'seq')::int AS seq,
-      metadata->>'correlationId' AS correlation, metadata->>'actor' AS actor
+      metadata->>'correlationId' AS correlation, metadata->>'actor' AS actor, event_id AS id, global_position::text AS position
     FROM es.events WHERE type = 'DeviceReported' AND data->>'topic' LIKE ${`${ROOT}/%`} ORDER BY stream_id, revision`.execute(t.platform.deps.db);
   ctx.stored = rows;
 });
@@ -77,6 +80,26 @@ pipeline('then the burst is written in few transactions', async ({ stored }) => 
   console.log(`    ${MESSAGES} reports were stored in ${transactions} transactions`);
   assert.ok(transactions <= 100, `${MESSAGES} reports took ${transactions} transactions; batching should need at most 100`);
   assert.ok(transactions < MESSAGES / 10, `${transactions} transactions for ${MESSAGES} reports`);
+});
+
+pipeline('then each report carries a time-ordered (version 7) event id, made as it was stored', async ({ stored, started }) => {
+  const timeOf = (id: string) => parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+  const inLog = [...stored].sort((a, b) => Number(BigInt(a.position) - BigInt(b.position)));
+  for (const r of inLog) {
+    assert.match(r.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.ok(timeOf(r.id) >= started && timeOf(r.id) <= Date.now(), `${r.id} was made during the burst`);
+  }
+  // One batch is decided and stored after the other, so each batch's ids are no older than the batch's before it.
+  const batches: { first: number; last: number }[] = [];
+  let tx = '';
+  for (const r of inLog) {
+    if (r.tx !== tx) batches.push({ first: Infinity, last: 0 });
+    tx = r.tx;
+    const b = batches[batches.length - 1]!;
+    b.first = Math.min(b.first, timeOf(r.id));
+    b.last = Math.max(b.last, timeOf(r.id));
+  }
+  for (let i = 1; i < batches.length; i++) assert.ok(batches[i - 1]!.last <= batches[i]!.first, `batch ${i - 1} ends at ${batches[i - 1]!.last}, batch ${i} starts at ${batches[i]!.first}`);
 });
 
 pipeline('then each event names the credentials set as actor and its MQTT message as correlation id', async ({ p, stored, sent }) => {
