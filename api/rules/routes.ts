@@ -1,5 +1,4 @@
 import { Router } from 'express';
-import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
@@ -8,7 +7,7 @@ import { readableBy, requireAccess, scopesOn } from '../access.js';
 import type { Principal } from '../auth/principal.js';
 import { schemaChecks, type OpenApiDocument } from '../openapi.js';
 import { ForbiddenError, ValidationError } from '../../domain/shared/errors.js';
-import { newResourceId } from '../../domain/shared/ids.js';
+import { newEventId, newResourceId } from '../../domain/shared/ids.js';
 import { satisfies } from '../../domain/access/scopes.js';
 import { clientFields, PROTECTED_FROM_REPORTS } from '../../domain/devices/device.js';
 import { COMMANDS, isIntegration } from '../../domain/integrations/catalog.js';
@@ -163,7 +162,7 @@ export function ruleRoutes(deps: Deps, openapi: OpenApiDocument, registry: Regis
     const owner = await deps.principals.get(rule.created_by);
     const views = await deviceViews(deps.db, owner, conditionDevices(rule.definition));
     const context = requestContext(deps, req);
-    const runId = randomUUID();
+    const runId = newEventId();
     const run = decideStart({ id, name: rule.name, owner: rule.created_by, definition: rule.definition }, { type: 'button', nodeId: triggerNodeId, userId: principal.id }, runId, 0, context.now, {
       device: (deviceId) => views.get(deviceId) ?? { doc: null, why: `iotnode ${deviceId} does not exist` },
       changed: () => false,

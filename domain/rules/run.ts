@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Decider } from '../shared/decider.js';
 import { NotFoundError } from '../shared/errors.js';
+import { causedId } from '../shared/ids.js';
 import type { RecordedEvent } from '../shared/events.js';
 import { jsonEqual, type DeviceDoc } from '../devices/device.js';
 import type { LogEvent, LogPriority, LogType } from '../logs/logEntry.js';
@@ -102,14 +103,8 @@ export const RUN_NOT_FOUND = 'Rule run not found';
  */
 export const MAX_RUN_DEPTH = 8;
 
-/** A stable UUID-shaped id from its parts: the same trigger gives the same run, the same run and node the same effect. */
-export function derivedId(...parts: string[]): string {
-  const h = createHash('sha256').update(parts.join('/')).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
-
 /** The event id of an action's outcome: one outcome per run and node, whoever records it and however often. */
-export const outcomeId = (runId: string, nodeId: string): string => derivedId('outcome', runId, nodeId);
+export const outcomeId = (runId: string, nodeId: string): string => causedId(runId, ['outcome', runId, nodeId]);
 
 /** A 24-hex resource id (a command's) from its parts. */
 export const derivedResourceId = (...parts: string[]): string => createHash('sha256').update(parts.join('/')).digest('hex').slice(0, 24);

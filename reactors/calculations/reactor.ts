@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { causedId, derivedId } from '../../domain/shared/ids.js';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../../domain/eventstore/port.js';
@@ -69,11 +69,12 @@ export interface CalculationReactorDeps {
   windowReadings?: number;
 }
 
-/** A stable UUID-shaped id: a run handled again (a retry, a restart) writes the same event, which the store then ignores. */
-const derivedId = (...parts: string[]): string => {
-  const h = createHash('sha256').update(parts.join('/')).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
-};
+/**
+ * A result's event id, derived from the calculation and what set the run off
+ * (the report, or the interval's boundary): a run handled again (a retry, a
+ * restart) writes the same event, which the store then ignores.
+ */
+const resultId = (id: string, run: Run): string => (run.trigger ? causedId(run.trigger.id, [id, run.trigger.id]) : derivedId(id, `interval:${run.at}`));
 
 /**
  * Runs calculations and writes their results back as device reports.
@@ -328,7 +329,7 @@ export class CalculationReactor {
       const context = this.context(run);
       const stream = deviceStream(definition.destination.deviceId);
       const list = streams.get(stream) ?? [];
-      for (const event of events) list.push(toNewEvent(event, context, derivedId(id, run.trigger ? run.trigger.id : `interval:${run.at}`)));
+      for (const event of events) list.push(toNewEvent(event, context, resultId(id, run)));
       streams.set(stream, list);
     }
     await this.store(streams);

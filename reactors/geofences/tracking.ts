@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { causedId } from '../../domain/shared/ids.js';
 import { sql } from 'kysely';
 import type { Deps } from '../../api/deps.js';
 import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
@@ -30,12 +30,6 @@ export function positionOf(event: RecordedEvent): Point | null | undefined {
       return undefined;
   }
 }
-
-/** A stable UUID-shaped id, so a batch handled again after a crash writes the same log entry, which the store then ignores. */
-const derivedId = (...parts: string[]): string => {
-  const h = createHash('sha256').update(parts.join('/')).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
-};
 
 /**
  * The side effect of geofences: follows device position events from its own
@@ -109,7 +103,8 @@ export class GeofenceTracking {
       const log = logEvent(
         { resourceId: tracker, resourceType: 'device', type: 'info', priority: 'low', category: 'update', message: crossingMessage(fields), data: { assetUpdate: fields.assetUpdate } },
         asset.at,
-        derivedId(event.id, tracker),
+        // Derived, so a batch handled again after a crash writes the same log entry, which the store then ignores.
+        causedId(event.id, [event.id, tracker]),
       );
       const logged = await this.deps.store.append(logStream(tracker), [toNewEvent(log, context, log.data.id)], 'any');
       last = logged.position;

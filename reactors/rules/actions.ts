@@ -11,7 +11,8 @@ import { satisfies, type Need } from '../../domain/access/scopes.js';
 import { allowedMethods } from '../../domain/access/roles.js';
 import { PROTECTED_FROM_REPORTS, deviceDecider, deviceStream } from '../../domain/devices/device.js';
 import { ruleActor } from '../../domain/rules/rule.js';
-import { derivedId, derivedResourceId, outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
+import { derivedResourceId, outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
+import { causedId } from '../../domain/shared/ids.js';
 import { NO_OWNER } from './views.js';
 
 /** What actions reach outside the event store with. */
@@ -38,7 +39,7 @@ type Outcome = { ok: true; detail: string; commandId?: string; eventId?: string;
 /** The message an action sends through a channel. */
 export function channelMessage(run: RunStarted, nodeId: string, text: string | undefined) {
   return {
-    id: derivedId('channel', run.runId, nodeId),
+    id: causedId(run.runId, ['channel', run.runId, nodeId]),
     rule: { _id: run.ruleId, name: run.ruleName },
     runId: run.runId,
     nodeId,
@@ -183,7 +184,7 @@ export class RuleActions {
         if (!(await this.roleAllows(owner, 'PUT'))) return { ok: false, reason: "the rule's owner has no role that may change devices (PUT on device)" };
         const denied = await this.denied(owner, config.iotnodeId, 'write', 'iotnode');
         if (denied) return { ok: false, reason: denied };
-        const eventId = derivedId('setField', run.runId, action.nodeId);
+        const eventId = causedId(run.runId, ['setField', run.runId, action.nodeId]);
         // Known before the update is stored, so a geofence crossing it causes is traced back to this run.
         this.remember(eventId, chain);
         try {

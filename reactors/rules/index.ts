@@ -11,7 +11,8 @@ import { OWNED_RESOURCES } from '../../domain/access/resources.js';
 import type { LogWriter } from '../../domain/logs/writer.js';
 import type { DeviceDoc, DeviceEvent } from '../../domain/devices/device.js';
 import { ruleDecider, ruleStream, type RuleEvent, type RuleState } from '../../domain/rules/rule.js';
-import { MAX_RUN_DEPTH, conditionDevices, decideStart, derivedId, runStream, type DeviceView, type RunEvent, type RunStarted, type RunTrigger, type RunnableRule } from '../../domain/rules/run.js';
+import { MAX_RUN_DEPTH, conditionDevices, decideStart, runStream, type DeviceView, type RunEvent, type RunStarted, type RunTrigger, type RunnableRule } from '../../domain/rules/run.js';
+import { causedId, derivedId } from '../../domain/shared/ids.js';
 import { ChangeTracker } from '../channels/changes.js';
 import { RuleIndex } from './ruleIndex.js';
 import { RuleActions, type ActionIo } from './actions.js';
@@ -229,7 +230,7 @@ export class RulesReactor {
     const halts: { event: RunEvent; context: CommandContext; runId: string }[] = [];
     const at = this.deps.clock().toISOString();
     for (const c of candidates) {
-      const runId = derivedId('trigger', c.event.id, c.rule.id, c.trigger.nodeId);
+      const runId = causedId(c.event.id, ['trigger', c.event.id, c.rule.id, c.trigger.nodeId]);
       const context: CommandContext = { actor: RULES_ACTOR, correlationId: c.event.metadata.correlationId, causationId: c.event.id, now: at };
       const parent = await this.causedBy(c.event);
       const depth = parent ? parent.depth + 1 : 0;

@@ -2,7 +2,8 @@ import type { Deps } from '../../api/deps.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { LeaseLostError, type Fence } from '../../domain/eventstore/leases.js';
 import type { RuleDefinition } from '../../domain/rules/rule.js';
-import { derivedId, runStream, type RunnableRule } from '../../domain/rules/run.js';
+import { runStream, type RunnableRule } from '../../domain/rules/run.js';
+import { derivedId } from '../../domain/shared/ids.js';
 import { SCHEDULE_CATCH_UP_MS, missedSlots, nextSlot } from '../../domain/rules/schedule.js';
 import type { RuleIndex, ScheduleEntry } from './ruleIndex.js';
 
