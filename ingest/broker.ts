@@ -30,6 +30,14 @@ const MAX_WS_MESSAGE_BYTES = 1024 * 1024;
 const CONNECT_BURST = 200;
 const CONNECT_RATE = 100;
 const MAX_CONNECTIONS = 20_000;
+/**
+ * Messages the broker delivers at once (aedes's `concurrency`, 100 by
+ * default). The output reactor hands the broker a whole batch while the
+ * consumers' connections are corked (`holdConsumers`); deliveries past this
+ * many wait for earlier ones to be written, which under the cork happens only
+ * once it is released, and each of them then left in a write of its own.
+ */
+const DELIVERIES_IN_FLIGHT = 5_000;
 
 /** Who a connection logged in as, and the client id it chose. */
 export type Session = { kind: 'user' | 'credentials' | 'app'; id: string; clientId: string };
@@ -283,6 +291,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     ...(options.backends ? { mq: options.backends.mq, persistence: options.backends.persistence } : {}),
     connectTimeout: 10_000,
     maxClientsIdLength: 256,
+    concurrency: DELIVERIES_IN_FLIGHT,
     preConnect(client, _packet, callback) {
       const ip = remoteOf(client);
       const now = Date.now();
