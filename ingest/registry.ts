@@ -19,10 +19,10 @@ export interface ConnectorInfo {
   createdBy: string;
 }
 
-/** How a network server names a device inside a connector: its DevEUI, or its own device id. */
 /** Devices whose channels `channelsOf` keeps at once. */
 const MAX_CHANNELS_SEEN = 100_000;
 
+/** How a network server names a device inside a connector: its DevEUI, or its own device id. */
 const deviceKey = (connectorId: string, kind: 'eui' | 'id', value: string) => `${connectorId}\u0000${kind}\u0000${value}`;
 
 export interface CredentialsSetInfo {

@@ -11,7 +11,7 @@ export const newUserId = (): string => randomUUID();
  * its first 48 bits and 74 random bits after the version and variant. The
  * log's unique index on event ids then takes each new id at its right edge,
  * on pages already in memory, where a random (v4) id lands on any page of an
- * index that grows with the log: PostgreSQL spent about a sixth less CPU per
+ * index that grows with the log: PostgreSQL spent about a fifth less CPU per
  * appended event (docs/benchmarks.md, "Event ids in time order"). The time
  * is when the id was made, not when the event happened; nothing reads it
  * back. Ids of events caused by others are derived (`causedId`), and in
@@ -44,9 +44,9 @@ const isTimeOrdered = (id: string) => id.length === 36 && (id[14] === '7' || id[
  * then the parts' hash, so a rule's run or a calculation's result lands in
  * the log's index beside its cause instead of on a random page.
  *
- * Which form an id takes follows its cause alone: a cause stored before time
- * ordered ids existed has a random id, and its effects keep the ids they had
- * then, however often the batch is handled again.
+ * Which form an id takes follows its cause alone: a cause stored before
+ * time-ordered ids existed has a random id, and its effects keep the ids they
+ * had then, however often the batch is handled again.
  */
 export function causedId(cause: string, parts: string[]): string {
   if (!isTimeOrdered(cause)) return derivedId(...parts);
