@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { Decider } from '../shared/decider.js';
 import { NotFoundError } from '../shared/errors.js';
 import { causedId } from '../shared/ids.js';
@@ -105,9 +104,6 @@ export const MAX_RUN_DEPTH = 8;
 
 /** The event id of an action's outcome: one outcome per run and node, whoever records it and however often. */
 export const outcomeId = (runId: string, nodeId: string): string => causedId(runId, ['outcome', runId, nodeId]);
-
-/** A 24-hex resource id (a command's) from its parts. */
-export const derivedResourceId = (...parts: string[]): string => createHash('sha256').update(parts.join('/')).digest('hex').slice(0, 24);
 
 /** The nodes still without an outcome. */
 export const pendingActions = (state: RunState): PlannedAction[] => (state.status === 'started' ? state.run.actions.filter((a) => !state.done.includes(a.nodeId)) : []);

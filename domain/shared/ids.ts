@@ -23,15 +23,20 @@ export function newEventId(now: number = Date.now()): string {
   return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${randomUUID().slice(15)}`;
 }
 
+const hashOf = (parts: string[]): string => createHash('sha256').update(parts.join('/')).digest('hex');
+
+/** `derivedId`'s layout of a parts hash. */
+const uuidOf = (h: string): string => `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+
 /**
  * A stable UUID-shaped id from its parts: the same parts give the same id, so
  * an effect that is handled again (a retry, a restart) is the same event,
  * which the store then ignores.
  */
-export function derivedId(...parts: string[]): string {
-  const h = createHash('sha256').update(parts.join('/')).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
+export const derivedId = (...parts: string[]): string => uuidOf(hashOf(parts));
+
+/** A stable 24-hex resource id from its parts (a command a rule's action requests). */
+export const derivedResourceId = (...parts: string[]): string => hashOf(parts).slice(0, 24);
 
 /** An id made by `newEventId`, or by `causedId` from one: its first 48 bits are a time. */
 const isTimeOrdered = (id: string) => id.length === 36 && (id[14] === '7' || id[14] === '8');
@@ -49,9 +54,8 @@ const isTimeOrdered = (id: string) => id.length === 36 && (id[14] === '7' || id[
  * had then, however often the batch is handled again.
  */
 export function causedId(cause: string, parts: string[]): string {
-  if (!isTimeOrdered(cause)) return derivedId(...parts);
-  const h = createHash('sha256').update(parts.join('/')).digest('hex');
-  return `${cause.slice(0, 13)}-8${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+  const h = hashOf(parts);
+  return isTimeOrdered(cause) ? `${cause.slice(0, 13)}-8${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}` : uuidOf(h);
 }
 
 export const RESOURCE_ID = /^[0-9a-f]{24}$/;

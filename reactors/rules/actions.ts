@@ -11,8 +11,8 @@ import { satisfies, type Need } from '../../domain/access/scopes.js';
 import { allowedMethods } from '../../domain/access/roles.js';
 import { PROTECTED_FROM_REPORTS, deviceDecider, deviceStream } from '../../domain/devices/device.js';
 import { ruleActor } from '../../domain/rules/rule.js';
-import { derivedResourceId, outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
-import { causedId } from '../../domain/shared/ids.js';
+import { outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
+import { causedId, derivedResourceId } from '../../domain/shared/ids.js';
 import { NO_OWNER } from './views.js';
 
 /** What actions reach outside the event store with. */

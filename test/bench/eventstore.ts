@@ -173,54 +173,53 @@ try {
   });
   const catchUp = received / ((finished - started) / 1000);
 
+  const pgdata = join(dir, 'pg');
+  /** Another database of the cluster with the platform's schema, and one connection to it. */
+  const database = async (name: string): Promise<pg.Pool> => {
+    await pool.query(`CREATE DATABASE ${name}`);
+    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: cluster.url(name), max: 1 }) }) });
+    await migrateToLatest(db);
+    await db.destroy();
+    return new pg.Pool({ connectionString: cluster.url(name), max: 1 });
+  };
+  /**
+   * PostgreSQL µs per event of each lane's appends, by round, the lanes' order
+   * reversed every other round; the first round warms each database up (its
+   * caches, its plans, its first pages) and is not counted.
+   */
+  const perEventByRound = async <K extends string>(lanes: Record<K, () => Promise<void>>): Promise<Record<K, number[]>> => {
+    const names = Object.keys(lanes) as K[];
+    const out = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<K, number[]>;
+    for (let r = 0; r < AUDIT_ROUNDS; r++) {
+      for (const lane of r % 2 ? [...names].reverse() : names) {
+        const before = postgresCpuMicros(pgdata);
+        for (let k = 0; k < AUDIT_APPENDS; k++) await lanes[lane]();
+        if (r > 0) out[lane].push(Math.round(((postgresCpuMicros(pgdata) - before) / (AUDIT_APPENDS * BATCH)) * 10) / 10);
+      }
+    }
+    return out;
+  };
+
   // The same appends into a second database of the same cluster without the audit indexes, alternating rounds,
   // each store's own table grown alike, so both pay the same for their size.
   log('the audit indexes: batch appends with and without them');
-  await pool.query('CREATE DATABASE bench_unindexed');
-  const bare = new pg.Pool({ connectionString: cluster.url('bench_unindexed'), max: 1 });
-  const bareDb = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: cluster.url('bench_unindexed'), max: 1 }) }) });
-  await migrateToLatest(bareDb);
-  await bareDb.destroy();
+  const bare = await database('bench_unindexed');
   await bare.query('DROP INDEX es.events_correlation, es.events_actor');
   const one = new pg.Pool({ connectionString: cluster.url('bench'), max: 1 });
-  const lanes = { indexed: reports(createPostgresStore(one)), unindexed: reports(createPostgresStore(bare)) };
-  const perEvent: Record<keyof typeof lanes, number[]> = { indexed: [], unindexed: [] };
-  const pgdata = join(dir, 'pg');
-  for (let r = 0; r < AUDIT_ROUNDS; r++) {
-    for (const lane of (r % 2 ? ['unindexed', 'indexed'] : ['indexed', 'unindexed']) as (keyof typeof lanes)[]) {
-      const before = postgresCpuMicros(pgdata);
-      for (let k = 0; k < AUDIT_APPENDS; k++) await lanes[lane]();
-      // The first round warms each database up: its caches, its plans, its first pages.
-      if (r > 0) perEvent[lane].push(Math.round(((postgresCpuMicros(pgdata) - before) / (AUDIT_APPENDS * BATCH)) * 10) / 10);
-    }
-  }
+  const perEvent = await perEventByRound({ indexed: reports(createPostgresStore(one)), unindexed: reports(createPostgresStore(bare)) });
   await one.end();
   await bare.end();
 
   // Random against time-ordered event ids: two more databases, each grown to ID_PREFILL events with its own kind of id first.
   log(`event ids: batch appends with random (v4) and time-ordered (v7) ids, after ${ID_PREFILL} events each`);
-  const idLanes = { random: randomUUID, ordered: () => newEventId() };
-  const idStores: Record<keyof typeof idLanes, { append: () => Promise<void>; pool: pg.Pool }> = {} as never;
-  for (const lane of Object.keys(idLanes) as (keyof typeof idLanes)[]) {
-    await pool.query(`CREATE DATABASE bench_ids_${lane}`);
-    const lanePool = new pg.Pool({ connectionString: cluster.url(`bench_ids_${lane}`), max: 1 });
-    const laneDb = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: cluster.url(`bench_ids_${lane}`), max: 1 }) }) });
-    await migrateToLatest(laneDb);
-    await laneDb.destroy();
-    const append = reports(createPostgresStore(lanePool), idLanes[lane]);
-    for (let n = 0; n < ID_PREFILL; n += BATCH) await append();
-    idStores[lane] = { append, pool: lanePool };
-  }
+  const randomIds = await database('bench_ids_random');
+  const orderedIds = await database('bench_ids_ordered');
+  const idLanes = { random: reports(createPostgresStore(randomIds), randomUUID), ordered: reports(createPostgresStore(orderedIds), newEventId) };
+  for (const append of Object.values(idLanes)) for (let n = 0; n < ID_PREFILL; n += BATCH) await append();
   await pool.query('CHECKPOINT');
-  const idPerEvent: Record<keyof typeof idLanes, number[]> = { random: [], ordered: [] };
-  for (let r = 0; r < AUDIT_ROUNDS; r++) {
-    for (const lane of (r % 2 ? ['ordered', 'random'] : ['random', 'ordered']) as (keyof typeof idLanes)[]) {
-      const before = postgresCpuMicros(pgdata);
-      for (let k = 0; k < AUDIT_APPENDS; k++) await idStores[lane].append();
-      if (r > 0) idPerEvent[lane].push(Math.round(((postgresCpuMicros(pgdata) - before) / (AUDIT_APPENDS * BATCH)) * 10) / 10);
-    }
-  }
-  for (const { pool: p } of Object.values(idStores)) await p.end();
+  const idPerEvent = await perEventByRound(idLanes);
+  await randomIds.end();
+  await orderedIds.end();
 
   const round = (x: number) => Math.round(x);
   const ratio = Math.round((appends / baseline) * 100) / 100;
