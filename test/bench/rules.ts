@@ -47,7 +47,8 @@ import { caughtUp, connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessa
 import { createCalculationLoad, deleteCalculationLoad } from './calculationLoad.js';
 
 const SECONDS = Number(process.env.BENCH_RULES_SECONDS ?? 8);
-const ROUNDS = 2;
+/** Pairs of phases (none, then with); `BENCH_ROUNDS` sets more, for a mean that the machine's noise moves less. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const CONNECTIONS = 4;
 const DEVICES = 200;
 const WINDOW = 64;
