@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
-import { connectMqtt, startPlatformProcess } from './processes.js';
+import { connectMqtt, reserveTopics, startPlatformProcess } from './processes.js';
 import { createCalculationLoad, deleteCalculationLoad } from './calculationLoad.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -88,19 +88,7 @@ async function main(): Promise<void> {
     platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'));
     const { call } = platform;
     const port = platform.ports.mqtt!;
-    const publishers: { username: string; password: string; topics: string[] }[] = [];
-    for (let c = 0; c < CONNECTIONS; c++) {
-      const username = `bench-${c}`;
-      const password = `bench-password-${c}`;
-      const set = await call('POST', '/api/basic-credentials-sets', { username, password });
-      const topics: string[] = [];
-      for (let d = c; d < DEVICES; d += CONNECTIONS) {
-        const topic = `svc/generic/v2/bench/calc-${d}`;
-        await call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
-        topics.push(topic);
-      }
-      publishers.push({ username, password, topics });
-    }
+    const publishers = await reserveTopics(call, 'calc', DEVICES, CONNECTIONS);
     const warm = await Promise.all(publishers.map((p) => connectClient(port, { username: p.username, password: p.password })));
     await Promise.all(warm.flatMap((c, i) => publishers[i]!.topics.map((topic) => c.publishAsync(topic, JSON.stringify({ value: 0 }), { qos: 1 }))));
     await Promise.all(warm.map((c) => c.endAsync()));

@@ -20,7 +20,7 @@
  *   its run. `BENCH_METRICS_ROUNDS=0` skips them.
  */
 import type { ChildProcess } from 'node:child_process';
-import { connectMqtt, cpuMeter, spawnProcess, startPlatformProcess, type CpuPerMessage } from './processes.js';
+import { connectMqtt, cpuMeter, reserveTopics, spawnProcess, startPlatformProcess, type CpuPerMessage } from './processes.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -128,19 +128,7 @@ async function main(): Promise<void> {
     const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'));
     children.push(platform.child);
     const call = platform.call;
-    const publishers: { username: string; password: string; topics: string[] }[] = [];
-    for (let c = 0; c < CONNECTIONS; c++) {
-      const username = `bench-${c}`;
-      const password = `bench-password-${c}`;
-      const set = await call('POST', '/api/basic-credentials-sets', { username, password });
-      const topics: string[] = [];
-      for (let d = c; d < DEVICES; d += CONNECTIONS) {
-        const topic = `svc/generic/v2/bench/device-${d}`;
-        await call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
-        topics.push(topic);
-      }
-      publishers.push({ username, password, topics });
-    }
+    const publishers = await reserveTopics(call, 'device', DEVICES, CONNECTIONS);
     // First messages create the devices; then one channel on a group of all of them.
     const warm = await Promise.all(publishers.map((p) => connectClient(platform.ports.mqtt!, { username: p.username, password: p.password })));
     await Promise.all(warm.flatMap((c, i) => publishers[i]!.topics.map((topic) => c.publishAsync(topic, JSON.stringify({ warm: true }), { qos: 1 }))));

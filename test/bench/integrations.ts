@@ -25,7 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { climateHex, climateSensor } from '../sandbox/fixtures.js';
-import { connectMqtt, cpuMeter, startPlatformProcess, type PlatformProcess } from './processes.js';
+import { connectMqtt, cpuMeter, reserveTopics, startPlatformProcess, type PlatformProcess } from './processes.js';
 import { HttpLane } from './httpLane.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -70,19 +70,7 @@ async function main() {
       webhookDevices.push(d._id);
     }
     // The MQTT path: reserved topics over a few credentials sets; devices made by their first message, then given the decoder.
-    const sets: { username: string; password: string; topics: string[] }[] = [];
-    for (let c = 0; c < CONNECTIONS; c++) {
-      const username = `bench-${c}`;
-      const password = `bench-password-${c}`;
-      const set = await call('POST', '/api/basic-credentials-sets', { username, password });
-      const topics: string[] = [];
-      for (let d = c; d < DEVICES; d += CONNECTIONS) {
-        const topic = `svc/generic/v2/bench/mqtt-${d}`;
-        await call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
-        topics.push(topic);
-      }
-      sets.push({ username, password, topics });
-    }
+    const sets = await reserveTopics(call, 'mqtt', DEVICES, CONNECTIONS);
     const clients = await Promise.all(sets.map((s) => connect(platform.ports.mqtt!, s.username, s.password)));
     await Promise.all(clients.flatMap((client, c) => sets[c]!.topics.map((topic) => client.publishAsync(topic, '{"hello":true}', { qos: 1 }))));
     let mqttDevices: { _id: string }[] = [];

@@ -97,6 +97,35 @@ export async function startPlatformProcess(databaseUrl: string, dataDir: string,
   return { child, ports, token, call, stop };
 }
 
+/** A credentials set and the reserved topics its connection publishes on. */
+export interface Publisher {
+  username: string;
+  password: string;
+  topics: string[];
+}
+
+/**
+ * `connections` credentials sets (`bench-<c>`), each reserving the topics
+ * `svc/generic/v2/bench/<prefix>-<d>` of every `connections`-th device d
+ * below `devices`: the devices are spread evenly over the connections.
+ */
+export async function reserveTopics(call: PlatformProcess['call'], prefix: string, devices: number, connections: number): Promise<Publisher[]> {
+  const publishers: Publisher[] = [];
+  for (let c = 0; c < connections; c++) {
+    const username = `bench-${c}`;
+    const password = `bench-password-${c}`;
+    const set = await call('POST', '/api/basic-credentials-sets', { username, password });
+    const topics: string[] = [];
+    for (let d = c; d < devices; d += connections) {
+      const topic = `svc/generic/v2/bench/${prefix}-${d}`;
+      await call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
+      topics.push(topic);
+    }
+    publishers.push({ username, password, topics });
+  }
+  return publishers;
+}
+
 /** An MQTT 3.1.1 client on the loopback port, connected (no reconnecting: a benchmark counts what a drop costs). */
 export function connectMqtt(port: number, options: mqtt.IClientOptions = {}): Promise<MqttClient> {
   return new Promise((resolve, reject) => {

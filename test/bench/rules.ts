@@ -43,7 +43,7 @@ import { join } from 'node:path';
 import type { MqttClient } from 'mqtt';
 import pg from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
-import { caughtUp, connectMqtt, cpuMeter, startPlatformProcess, type CpuPerMessage, type PlatformProcess } from './processes.js';
+import { caughtUp, connectMqtt, cpuMeter, reserveTopics, startPlatformProcess, type CpuPerMessage, type PlatformProcess } from './processes.js';
 import { createCalculationLoad, deleteCalculationLoad } from './calculationLoad.js';
 
 const SECONDS = Number(process.env.BENCH_RULES_SECONDS ?? 8);
@@ -200,19 +200,8 @@ export async function measureRules() {
     const platform = await startPlatformProcess(cluster.url('bench'), join(dir, 'data'), { METRICS_TOKEN });
     child = platform.child;
     const { call } = platform;
-    const topics = Array.from({ length: CONNECTIONS }, () => [] as string[]);
-    const sets: { username: string; password: string }[] = [];
-    for (let c = 0; c < CONNECTIONS; c++) {
-      const username = `bench-${c}`;
-      const password = `bench-password-${c}`;
-      const set = await call('POST', '/api/basic-credentials-sets', { username, password });
-      sets.push({ username, password });
-      for (let d = c; d < DEVICES; d += CONNECTIONS) {
-        const topic = `svc/generic/v2/bench/d-${d}`;
-        await call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
-        topics[c]!.push(topic);
-      }
-    }
+    const sets = await reserveTopics(call, 'd', DEVICES, CONNECTIONS);
+    const topics = sets.map((s) => s.topics);
     const clients = await Promise.all(sets.map((s) => connect(platform.ports.mqtt!, s.username, s.password)));
     await Promise.all(clients.flatMap((client, c) => topics[c]!.map((topic) => client.publishAsync(topic, '{"temperature":0}', { qos: 1 }))));
     let devices: { _id: string }[] = [];
