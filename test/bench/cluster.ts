@@ -24,7 +24,7 @@ import pgDriver from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { RedisServer } from '../support/redis.js';
 import { PlatformNode } from '../support/nodes.js';
-import { connectMqtt } from './processes.js';
+import { connectMqtt, reserveTopics } from './processes.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
 const CONNECTIONS = 10;
@@ -59,19 +59,7 @@ async function measure(nodes: PlatformNode[], databaseUrl: string): Promise<Figu
     if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
     return res.body;
   };
-  const publishers: { username: string; password: string; topics: string[]; node: number }[] = [];
-  for (let c = 0; c < CONNECTIONS; c++) {
-    const username = `bench-${c}`;
-    const password = `bench-password-${c}`;
-    const set = await must('POST', '/api/basic-credentials-sets', { username, password });
-    const topics: string[] = [];
-    for (let d = c; d < DEVICES; d += CONNECTIONS) {
-      const topic = `svc/generic/v2/bench/device-${d}`;
-      await must('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
-      topics.push(topic);
-    }
-    publishers.push({ username, password, topics, node: c % nodes.length });
-  }
+  const publishers = (await reserveTopics(must, 'device', DEVICES, CONNECTIONS)).map((p, c) => ({ ...p, node: c % nodes.length }));
   // Every node's broker knows the sets once its indexes follow: retried until the login works.
   const clients: MqttClient[] = [];
   for (const p of publishers) {

@@ -105,19 +105,19 @@ export interface Publisher {
 }
 
 /**
- * `connections` credentials sets (`bench-<c>`), each reserving the topics
- * `svc/generic/v2/bench/<prefix>-<d>` of every `connections`-th device d
+ * `connections` credentials sets (`<name>-<c>`), each reserving the topics
+ * `svc/generic/v2/<name>/<prefix>-<d>` of every `connections`-th device d
  * below `devices`: the devices are spread evenly over the connections.
  */
-export async function reserveTopics(call: PlatformProcess['call'], prefix: string, devices: number, connections: number): Promise<Publisher[]> {
+export async function reserveTopics(call: PlatformProcess['call'], prefix: string, devices: number, connections: number, name = 'bench'): Promise<Publisher[]> {
   const publishers: Publisher[] = [];
   for (let c = 0; c < connections; c++) {
-    const username = `bench-${c}`;
-    const password = `bench-password-${c}`;
+    const username = `${name}-${c}`;
+    const password = `${name}-password-${c}`;
     const set = await call('POST', '/api/basic-credentials-sets', { username, password });
     const topics: string[] = [];
     for (let d = c; d < devices; d += connections) {
-      const topic = `svc/generic/v2/bench/${prefix}-${d}`;
+      const topic = `svc/generic/v2/${name}/${prefix}-${d}`;
       await call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
       topics.push(topic);
     }

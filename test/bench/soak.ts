@@ -27,7 +27,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectMqtt, startPlatformProcess } from './processes.js';
+import { connectMqtt, reserveTopics, startPlatformProcess } from './processes.js';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 
 const MINUTES = Number(process.env.SOAK_MINUTES ?? 20);
@@ -123,19 +123,7 @@ async function main(): Promise<void> {
     const mqttPort = platform.ports.mqtt!;
 
     // ---- given: devices, a consumer, an HTTP channel ----
-    const publishers: { username: string; password: string; topics: string[] }[] = [];
-    for (let c = 0; c < CONNECTIONS; c++) {
-      const username = `soak-${c}`;
-      const password = `soak-password-${c}`;
-      const set = await call('POST', '/api/basic-credentials-sets', { username, password });
-      const topics: string[] = [];
-      for (let d = c; d < DEVICES; d += CONNECTIONS) {
-        const topic = `svc/generic/v2/soak/device-${d}`;
-        await call('POST', '/api/reserved-mqtt-topics', { topic, basicCredentialsSetId: set._id });
-        topics.push(topic);
-      }
-      publishers.push({ username, password, topics });
-    }
+    const publishers = await reserveTopics(call, 'device', DEVICES, CONNECTIONS, 'soak');
     const warm = await Promise.all(publishers.map((p) => connectClient(mqttPort, { username: p.username, password: p.password })));
     await Promise.all(warm.flatMap((c, i) => publishers[i]!.topics.map((topic) => c.publishAsync(topic, JSON.stringify({ warm: true }), { qos: 1 }))));
     await Promise.all(warm.map((c) => c.endAsync()));
