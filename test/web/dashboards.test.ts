@@ -66,9 +66,10 @@ let ruleId: string | null = null;
 async function fillSpecial(page: WatchedPage['page'], template: string): Promise<void> {
   if (template === 'deviceValue' || template === 'deviceChart') await page.locator('#settings_field').fill('temperature');
   if (template === 'commandButtons') {
-    const picker = page.locator('#settings_buttons_0_ruleV2Id');
-    if (ruleId && (await picker.evaluate((e: any) => e.tagName)) === 'SELECT') await picker.selectOption(ruleId);
-    else await picker.fill(ruleId ?? '0123456789abcdef01234567');
+    // The field is a text box until the form's choices (the rules) have loaded, then a picker: wait for the picker
+    // rather than look once, or the field can turn into one between the look and the typing.
+    if (ruleId) await page.locator('select#settings_buttons_0_ruleV2Id').selectOption(ruleId);
+    else await page.locator('#settings_buttons_0_ruleV2Id').fill('0123456789abcdef01234567');
     await page.locator('#settings_buttons_0_triggerNodeId').fill('press');
   }
   if (template === 'pieChart') await page.locator('#settings_field').fill('temperature');
