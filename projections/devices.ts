@@ -131,9 +131,86 @@ const REMEMBERED_DEVICES = 100_000;
 interface Remembered {
   revision: number;
   doc: DeviceDoc;
+  createdBy: string;
+  credentialsSetId: string | null;
   /** The fields already in `device_history_fields`. */
   fields: Set<string>;
 }
+
+/** What a batch's events leave to write besides the device rows. */
+interface Folded {
+  history: HistoryRows;
+  snapshots: { d: string; r: number; t: string; doc: DeviceDoc }[];
+  deleted: Set<string>;
+}
+
+/** Events that a remembered document can take without reading its row: they neither create nor delete it. */
+const FOLDED_ONTO_MEMORY = new Set(['DeviceReported', 'DeviceUpdated']);
+
+/**
+ * Folds events onto their devices' rows, in order, with the same `evolveDoc`
+ * the write side uses. An event at or below its row's revision is applied
+ * already and changes nothing.
+ */
+function fold(events: (RecordedEvent & DeviceEvent)[], rows: Map<string, Row>, out: Folded): void {
+  for (const event of events) {
+    const id = event.data.id;
+    let row = rows.get(id);
+    if (event.type === 'DeviceRegistered') {
+      if (row) continue;
+      row = {
+        doc: evolveDoc({}, event),
+        revision: event.revision,
+        createdBy: event.data.createdBy,
+        credentialsSetId: event.data.credentialsSetId ?? null,
+        isNew: true,
+        changed: true,
+        deleted: false,
+      };
+      rows.set(id, row);
+      out.deleted.delete(id);
+      continue;
+    }
+    if (!row || row.deleted || event.revision <= row.revision) continue;
+    row.revision = event.revision;
+    if (event.type === 'DeviceDeleted') {
+      row.deleted = true;
+      out.deleted.add(id);
+      continue;
+    }
+    row.doc = evolveDoc(row.doc, event);
+    row.changed = true;
+    if (event.revision % SNAPSHOT_EVERY === 0) out.snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
+    if (event.type === 'DeviceReported') {
+      const values = historyValues(event.data.path, event.data.payload);
+      for (const fields of historyRows(values)) {
+        out.history.device.push(id);
+        out.history.time.push(event.data.reportedAt);
+        out.history.fields.push(fields);
+      }
+      for (const [field] of values) out.history.paths.push([id, field]);
+    }
+  }
+}
+
+/** What is left of `out` once the devices `gone` are taken out of it. */
+function without(out: Folded, gone: Set<string>): Folded {
+  const keep = out.history.device.map((d) => !gone.has(d));
+  return {
+    history: {
+      device: out.history.device.filter((_d, i) => keep[i]),
+      time: out.history.time.filter((_t, i) => keep[i]),
+      fields: out.history.fields.filter((_f, i) => keep[i]),
+      paths: out.history.paths.filter(([d]) => !gone.has(d)),
+    },
+    snapshots: out.snapshots.filter((s) => !gone.has(s.d)),
+    deleted: out.deleted,
+  };
+}
+
+// Rows travel as one JSON parameter: cheaper to build and send than one array parameter per column.
+const rowsParam = (list: [string, Row][], before?: Map<string, number>) =>
+  JSON.stringify(list.map(([id, r]) => ({ id, doc: r.doc, cs: r.credentialsSetId, created_by: r.createdBy, revision: r.revision, before: before?.get(id) ?? null })));
 
 /**
  * Devices, their history and their snapshots. A batch is folded in memory per device with the
@@ -142,10 +219,14 @@ interface Remembered {
  * batches of up to a thousand reports.
  *
  * Each projection instance remembers, as of the last committed batch, the documents and the
- * history fields of recent devices. A remembered document is used only when the row is still
- * at the remembered revision (checked in the batch's `SELECT … FOR UPDATE`, which then leaves
- * the document out), so it can never stand in for a row written elsewhere; remembered fields
- * are not inserted again. What a batch learns is kept only once its transaction commits.
+ * history fields of recent devices. A device whose events in the batch are reports and updates
+ * only is folded onto its remembered document and written with an update that holds only while
+ * the row is still at the remembered revision; a row written elsewhere fails that check and
+ * is read and folded from the table instead, as is every other device (`SELECT … FOR UPDATE`,
+ * which leaves out the document when the row is at the remembered revision). So a remembered
+ * document never stands in for a row written elsewhere, and in the usual batch of reports the
+ * rows are written without being read. Remembered fields are not inserted again. What a batch
+ * learns is kept only once its transaction commits.
  */
 export function devicesProjection(): Projection {
   let memory = new RecentMemory<string, Remembered>(REMEMBERED_DEVICES);
@@ -161,82 +242,76 @@ export function devicesProjection(): Projection {
       if (events.length === 0) return;
       const ids = [...new Set(events.map((e) => e.data.id))];
       const known = new Map(ids.map((id) => [id, memory.get(id)]));
-      const { rows: existing } = await sql<{ id: string; doc: DeviceDoc | null; revision: number | string; created_by: string; credentials_set_id: string | null }>`
-        SELECT d.id, d.revision, d.created_by, d.credentials_set_id, CASE WHEN d.revision = k.revision THEN NULL ELSE d.doc END AS doc
-        FROM devices d LEFT JOIN unnest(${ids}::text[], ${ids.map((id) => known.get(id)?.revision ?? null)}::bigint[]) AS k(id, revision) ON k.id = d.id
-        WHERE d.id = ANY(${ids}::text[]) ORDER BY d.id FOR UPDATE OF d`.execute(tx);
-      const rows = new Map<string, Row>();
-      for (const r of existing) {
-        const revision = Number(r.revision);
-        const doc = r.doc ?? known.get(r.id)!.doc;
-        rows.set(r.id, { doc, revision, createdBy: r.created_by, credentialsSetId: r.credentials_set_id, isNew: false, changed: false, deleted: false });
-      }
-      const history: HistoryRows = { device: [], time: [], fields: [], paths: [] };
-      const deleted = new Set<string>();
-      const snapshots: { d: string; r: number; t: string; doc: DeviceDoc }[] = [];
+      let out: Folded = { history: { device: [], time: [], fields: [], paths: [] }, snapshots: [], deleted: new Set() };
 
-      for (const event of events) {
-        const id = event.data.id;
-        let row = rows.get(id);
-        if (event.type === 'DeviceRegistered') {
-          if (row) continue;
-          row = {
-            doc: evolveDoc({}, event),
-            revision: event.revision,
-            createdBy: event.data.createdBy,
-            credentialsSetId: event.data.credentialsSetId ?? null,
-            isNew: true,
-            changed: true,
-            deleted: false,
-          };
-          rows.set(id, row);
-          deleted.delete(id);
-          continue;
-        }
-        if (!row || row.deleted || event.revision <= row.revision) continue;
-        row.revision = event.revision;
-        if (event.type === 'DeviceDeleted') {
-          row.deleted = true;
-          deleted.add(id);
-          continue;
-        }
-        row.doc = evolveDoc(row.doc, event);
-        row.changed = true;
-        if (event.revision % SNAPSHOT_EVERY === 0) snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
-        if (event.type === 'DeviceReported') {
-          const values = historyValues(event.data.path, event.data.payload);
-          for (const fields of historyRows(values)) {
-            history.device.push(id);
-            history.time.push(event.data.reportedAt);
-            history.fields.push(fields);
+      // Remembered devices with only reports and updates in the batch: folded onto memory, written if the row is where memory left it.
+      const quick = new Map<string, Row>();
+      for (const e of events) if (!FOLDED_ONTO_MEMORY.has(e.type)) known.delete(e.data.id);
+      for (const [id, k] of known) {
+        if (k) quick.set(id, { doc: k.doc, revision: k.revision, createdBy: k.createdBy, credentialsSetId: k.credentialsSetId, isNew: false, changed: false, deleted: false });
+      }
+      if (quick.size) {
+        fold(events.filter((e) => quick.has(e.data.id)), quick, out);
+        const changed = [...quick.entries()].filter(([, r]) => r.changed);
+        if (changed.length) {
+          const before = new Map(changed.map(([id]) => [id, known.get(id)!.revision]));
+          const { rows: written } = await sql<{ id: string }>`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
+              lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
+              updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
+            FROM jsonb_to_recordset(${rowsParam(changed, before)}::jsonb) AS u(id text, doc jsonb, revision bigint, before bigint)
+            WHERE d.id = u.id AND d.revision = u.before
+            RETURNING d.id`.execute(tx);
+          if (written.length < changed.length) {
+            const ok = new Set(written.map((r) => r.id));
+            const stale = new Set(changed.map(([id]) => id).filter((id) => !ok.has(id)));
+            for (const id of stale) quick.delete(id);
+            out = without(out, stale);
           }
-          for (const [field] of values) history.paths.push([id, field]);
         }
       }
 
-      const inserts = [...rows.entries()].filter(([, r]) => r.isNew && !r.deleted);
-      const updates = [...rows.entries()].filter(([, r]) => !r.isNew && !r.deleted && r.changed);
-      // Rows travel as one JSON parameter: cheaper to build and send than one array parameter per column.
-      const rowsParam = (list: [string, Row][]) => JSON.stringify(list.map(([id, r]) => ({ id, doc: r.doc, cs: r.credentialsSetId, created_by: r.createdBy, revision: r.revision })));
+      const rows = new Map<string, Row>(quick);
+      const rest = ids.filter((id) => !quick.has(id));
+      if (rest.length) {
+        const slow = new Map<string, Row>();
+        const { rows: existing } = await sql<{ id: string; doc: DeviceDoc | null; revision: number | string; created_by: string; credentials_set_id: string | null }>`
+          SELECT d.id, d.revision, d.created_by, d.credentials_set_id, CASE WHEN d.revision = k.revision THEN NULL ELSE d.doc END AS doc
+          FROM devices d LEFT JOIN unnest(${rest}::text[], ${rest.map((id) => memory.get(id)?.revision ?? null)}::bigint[]) AS k(id, revision) ON k.id = d.id
+          WHERE d.id = ANY(${rest}::text[]) ORDER BY d.id FOR UPDATE OF d`.execute(tx);
+        for (const r of existing) {
+          const revision = Number(r.revision);
+          const doc = r.doc ?? memory.get(r.id)!.doc;
+          slow.set(r.id, { doc, revision, createdBy: r.created_by, credentialsSetId: r.credentials_set_id, isNew: false, changed: false, deleted: false });
+        }
+        const restIds = new Set(rest);
+        fold(events.filter((e) => restIds.has(e.data.id)), slow, out);
+        const inserts = [...slow.entries()].filter(([, r]) => r.isNew && !r.deleted);
+        const updates = [...slow.entries()].filter(([, r]) => !r.isNew && !r.deleted && r.changed);
+        if (inserts.length) {
+          await sql`INSERT INTO devices (id, doc, name, category, secret, credentials_set_id, lnglat, created_by, revision, created_at, updated_at, reported_at)
+            SELECT u.id, u.doc, u.doc->>'name', u.doc->>'category', u.doc->>'secret', u.cs, ${lnglatOf(sql.ref('u.doc'))}, u.created_by, u.revision,
+              (u.doc->>'createdAt')::timestamptz, (u.doc->>'updatedAt')::timestamptz, (u.doc->>'reportedAt')::timestamptz
+            FROM jsonb_to_recordset(${rowsParam(inserts)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
+            ON CONFLICT (id) DO NOTHING`.execute(tx);
+        }
+        if (updates.length) {
+          await sql`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
+              lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
+              updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
+            FROM jsonb_to_recordset(${rowsParam(updates)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
+            WHERE d.id = u.id`.execute(tx);
+        }
+        for (const [id, row] of slow) rows.set(id, row);
+      }
 
-      if (inserts.length) {
-        await sql`INSERT INTO devices (id, doc, name, category, secret, credentials_set_id, lnglat, created_by, revision, created_at, updated_at, reported_at)
-          SELECT u.id, u.doc, u.doc->>'name', u.doc->>'category', u.doc->>'secret', u.cs, ${lnglatOf(sql.ref('u.doc'))}, u.created_by, u.revision,
-            (u.doc->>'createdAt')::timestamptz, (u.doc->>'updatedAt')::timestamptz, (u.doc->>'reportedAt')::timestamptz
-          FROM jsonb_to_recordset(${rowsParam(inserts)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
-          ON CONFLICT (id) DO NOTHING`.execute(tx);
-      }
-      if (updates.length) {
-        await sql`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
-            lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
-            updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
-          FROM jsonb_to_recordset(${rowsParam(updates)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
-          WHERE d.id = u.id`.execute(tx);
-      }
       for (const [id, row] of rows) {
+        const k = memory.get(id);
         if (row.deleted) learned.set(id, null);
-        else if (row.isNew || row.changed || !known.get(id)) learned.set(id, { revision: row.revision, doc: row.doc, fields: new Set(known.get(id)?.fields) });
+        else if (row.isNew || row.changed || !k) {
+          learned.set(id, { revision: row.revision, doc: row.doc, createdBy: row.createdBy, credentialsSetId: row.credentialsSetId, fields: new Set(k?.fields) });
+        }
       }
+      const { history, snapshots, deleted } = out;
       if (history.device.length) {
         // One array per column: PostgreSQL reads arrays for about 2 µs a row less than the same rows as jsonb.
         await sql`INSERT INTO device_history (device_id, time, fields)

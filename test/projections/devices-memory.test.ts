@@ -89,6 +89,22 @@ memory('given a remembered device, when its row is written behind the projection
   assert.equal([doc.a, doc.b, doc.c], [1, 2, 3], 'the row in the table, not the remembered document, was folded');
 });
 
+memory('given a remembered device whose row another instance already moved past (a leader that took over), when the same report arrives here, then it is applied once: no second history row, the same document', async ({ db, store }) => {
+  const here = devicesProjection();
+  await applied(db, here, await stored(store, 'm5', [registered('m5'), reported('m5', { a: 1 }, '2026-11-24T10:01:00.000Z')]));
+  const next = await stored(store, 'm5', [reported('m5', { a: 2 }, '2026-11-24T10:02:00.000Z')]);
+  await applied(db, devicesProjection(), next);
+  const after = await docOf(db, 'm5');
+  await applied(db, here, next);
+  const { n } = await db.selectFrom('device_history').select((eb) => eb.fn.countAll<string>().as('n')).where('device_id', '=', 'm5').executeTakeFirstOrThrow();
+  assert.is(Number(n), 2, 'one history row per report');
+  assert.equal(await docOf(db, 'm5'), after);
+  const later = await stored(store, 'm5', [reported('m5', { b: 3 }, '2026-11-24T10:03:00.000Z')]);
+  await applied(db, here, later);
+  const doc = await docOf(db, 'm5');
+  assert.equal([doc.a, doc.b], [2, 3], 'the next report folds onto the row as the other instance left it');
+});
+
 memory('given a remembered device at the row\'s revision, when a report arrives, then it folds onto the remembered document and the result equals a fold from scratch', async ({ db, store }) => {
   const devices = devicesProjection();
   const first = await stored(store, 'm3', [registered('m3'), reported('m3', { a: 1 }, '2026-11-24T10:01:00.000Z')]);
