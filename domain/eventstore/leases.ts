@@ -214,10 +214,12 @@ export class Leases {
       await this.connect();
       if (!this.client) return;
     } else {
+      // The connection's own 'error' or 'end' may drop it while the heartbeat waits: the one asked is the one dropped.
+      const client = this.client;
       try {
-        await this.client.query('SELECT 1');
+        await client.query('SELECT 1');
       } catch (err) {
-        this.dropped(this.client, err as Error);
+        this.dropped(client, err as Error);
         return;
       }
     }
