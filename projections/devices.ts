@@ -255,15 +255,9 @@ export function devicesProjection(): Projection {
         const changed = [...quick.entries()].filter(([, r]) => r.changed);
         if (changed.length) {
           const before = new Map(changed.map(([id]) => [id, known.get(id)!.revision]));
-          const { rows: written } = await sql<{ id: string }>`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
-              lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
-              updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
-            FROM jsonb_to_recordset(${rowsParam(changed, before)}::jsonb) AS u(id text, doc jsonb, revision bigint, before bigint)
-            WHERE d.id = u.id AND d.revision = u.before
-            RETURNING d.id`.execute(tx);
-          if (written.length < changed.length) {
-            const ok = new Set(written.map((r) => r.id));
-            const stale = new Set(changed.map(([id]) => id).filter((id) => !ok.has(id)));
+          const written = await updateRows(tx, changed, before);
+          if (written.size < changed.length) {
+            const stale = new Set(changed.map(([id]) => id).filter((id) => !written.has(id)));
             for (const id of stale) quick.delete(id);
             out = without(out, stale);
           }
@@ -294,13 +288,7 @@ export function devicesProjection(): Projection {
             FROM jsonb_to_recordset(${rowsParam(inserts)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
             ON CONFLICT (id) DO NOTHING`.execute(tx);
         }
-        if (updates.length) {
-          await sql`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
-              lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
-              updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
-            FROM jsonb_to_recordset(${rowsParam(updates)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
-            WHERE d.id = u.id`.execute(tx);
-        }
+        if (updates.length) await updateRows(tx, updates);
         for (const [id, row] of slow) rows.set(id, row);
       }
 
@@ -357,6 +345,17 @@ export function devicesProjection(): Projection {
       learned = new Map();
     },
   };
+}
+
+/** Writes folded rows; with `before`, only those still at the revision it gives for them. Answers the ids written. */
+async function updateRows(tx: Transaction<Database>, list: [string, Row][], before?: Map<string, number>): Promise<Set<string>> {
+  const { rows } = await sql<{ id: string }>`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
+      lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
+      updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
+    FROM jsonb_to_recordset(${rowsParam(list, before)}::jsonb) AS u(id text, doc jsonb, revision bigint, before bigint)
+    WHERE d.id = u.id AND (u.before IS NULL OR d.revision = u.before)
+    RETURNING d.id`.execute(tx);
+  return new Set(rows.map((r) => r.id));
 }
 
 /** The PostGIS point of a device document's `lnglat`, or NULL. */
