@@ -65,6 +65,8 @@ interface IngestCommon {
   arrivedAt?: number;
   /** Its decode, started when it arrived (`decodeAhead`), and the device it was decoded for. */
   ahead?: { deviceId: string; decoding: Promise<Decoded> };
+  /** Taken into a batch: from then on the batch decodes it, if it was not decoded ahead. */
+  taken?: boolean;
 }
 
 export interface PipelineOptions {
@@ -172,7 +174,7 @@ export class IngestPipeline {
   submit(message: IngestMessage): void {
     if (this.closed) return message.done(new Error('the platform is stopping'));
     if (this.metrics) message.arrivedAt = performance.now();
-    if (this.decoder) this.decodeAhead(message);
+    if (this.decoder) this.queueAhead(message);
     this.pending.push(message);
     if (this.pending.length >= this.maxBatch) this.schedule(0);
     else if (!this.timer && !this.flushing) this.schedule(this.lingerMs);
@@ -202,6 +204,25 @@ export class IngestPipeline {
         if (this.pending.length) this.schedule(this.pending.length >= this.maxBatch ? 0 : Math.min(this.lingerMs, 1));
       });
     }, ms);
+  }
+
+  /** Messages that arrived in this turn of the event loop, to be decoded together once it ends (`decodeAhead`). */
+  private ahead: IngestMessage[] = [];
+
+  /**
+   * Decodes the messages of one turn of the event loop one after another, once
+   * the turn's I/O is read: the sandbox's code and memory stay in the
+   * processor's caches from one call to the next, instead of being fetched
+   * again between the broker's work on each message.
+   */
+  private queueAhead(m: IngestMessage): void {
+    this.ahead.push(m);
+    if (this.ahead.length > 1) return;
+    setImmediate(() => {
+      const turn = this.ahead;
+      this.ahead = [];
+      for (const x of turn) if (!x.taken) this.decodeAhead(x);
+    });
   }
 
   /**
@@ -235,6 +256,7 @@ export class IngestPipeline {
   private async flush(): Promise<void> {
     const batch = this.pending.splice(0, this.maxBatch);
     if (batch.length === 0) return;
+    for (const m of batch) m.taken = true;
     const started = this.metrics ? performance.now() : 0;
     if (this.redeliveries) await this.recall(batch);
     const units: Unit[] = [];

@@ -294,6 +294,27 @@ ingest('given a device with a decoder, when a batch waits for its commit, then t
   await c.endAsync();
 });
 
+ingest('given a device with a decoder, when a burst of uplinks arrives together while a batch waits, then each is decoded once, ahead of its batch, and all are stored decoded and in order', async ({ t, p }) => {
+  const topic = `${ROOT}/ahead`;
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, topic, { hello: true });
+  const device = await deviceOf(t, topic);
+  assert.is((await t.call('PUT', `/api/iotnodes/${device._id}`, { body: { deviceModelName: 'acme-th-01' } })).status, 200);
+  const temperatures = Array.from({ length: 30 }, (_, i) => 30 + i);
+  const { calls, sent } = await whileAppendsWait(t, async () => {
+    const calls = t.platform.translation.calls;
+    const sent = Promise.all(temperatures.map((x, i) => publish(c, topic, { encodedData: { hexEncoded: climateHex(x, 40, 3100 + i), port: 1 } })));
+    await eventually(async () => t.platform.translation.calls === calls + temperatures.length, 5000, 'the burst decoded while the batch waits');
+    return { calls, sent };
+  });
+  await sent;
+  assert.is(t.platform.translation.calls, calls + temperatures.length, 'each uplink decoded once');
+  await deviceWhen(t, device._id, (d) => d.temperature === temperatures.at(-1), 'the last uplink of the burst');
+  const history = await t.call('GET', `/api/iotnodes/${device._id}/stats?measurement=temperature`);
+  assert.equal(history.body.map((x: any) => x.value).slice(-temperatures.length), temperatures, 'all decoded, in the order they came');
+  await c.endAsync();
+});
+
 ingest('given a gateway decoded as its uplink arrives, when a report of its sub-device is ahead of it in the batch, then the sub-device’s chained translator does not see the gateway’s update yet', async ({ t, p }) => {
   const hub = `${ROOT}/hub`;
   const sensor = `${ROOT}/hub-sensor`;
