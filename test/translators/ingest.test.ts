@@ -267,12 +267,18 @@ ingest('given a decoder and a chained translator, when the decoder fails on an u
   assert.is(next.labelSeen, 'north', 'the chained translator saw the field of the undecoded report');
 });
 
-ingest('given a device with a decoder, when a batch waits for its commit, then the next uplink is decoded meanwhile, and both are stored decoded and in order', async ({ t, p }) => {
+/** The device on `${ROOT}/ahead`, with the climate decoder through its model, and a connection of its provider. */
+async function givenDecoderDevice(t: TestPlatform, p: Provider) {
   const topic = `${ROOT}/ahead`;
   const c = await connectMqtt(t, p.username, p.password);
   await publish(c, topic, { hello: true });
   const device = await deviceOf(t, topic);
   assert.is((await t.call('PUT', `/api/iotnodes/${device._id}`, { body: { deviceModelName: 'acme-th-01' } })).status, 200);
+  return { topic, c, device };
+}
+
+ingest('given a device with a decoder, when a batch waits for its commit, then the next uplink is decoded meanwhile, and both are stored decoded and in order', async ({ t, p }) => {
+  const { topic, c, device } = await givenDecoderDevice(t, p);
 
   const { calls, first, second } = await whileAppendsWait(t, async () => {
     const calls = t.platform.translation.calls;
@@ -295,11 +301,7 @@ ingest('given a device with a decoder, when a batch waits for its commit, then t
 });
 
 ingest('given a device with a decoder, when a burst of uplinks arrives together while a batch waits, then each is decoded once, ahead of its batch, and all are stored decoded and in order', async ({ t, p }) => {
-  const topic = `${ROOT}/ahead`;
-  const c = await connectMqtt(t, p.username, p.password);
-  await publish(c, topic, { hello: true });
-  const device = await deviceOf(t, topic);
-  assert.is((await t.call('PUT', `/api/iotnodes/${device._id}`, { body: { deviceModelName: 'acme-th-01' } })).status, 200);
+  const { topic, c, device } = await givenDecoderDevice(t, p);
   const temperatures = Array.from({ length: 30 }, (_, i) => 30 + i);
   const { calls, sent } = await whileAppendsWait(t, async () => {
     const calls = t.platform.translation.calls;
