@@ -207,7 +207,7 @@ export class IngestPipeline {
   }
 
   /** Messages that arrived in this turn of the event loop, to be decoded together once it ends (`decodeAhead`). */
-  private ahead: IngestMessage[] = [];
+  private arrived: IngestMessage[] = [];
 
   /**
    * Decodes the messages of one turn of the event loop one after another, once
@@ -216,11 +216,11 @@ export class IngestPipeline {
    * again between the broker's work on each message.
    */
   private queueAhead(m: IngestMessage): void {
-    this.ahead.push(m);
-    if (this.ahead.length > 1) return;
+    this.arrived.push(m);
+    if (this.arrived.length > 1) return;
     setImmediate(() => {
-      const turn = this.ahead;
-      this.ahead = [];
+      const turn = this.arrived;
+      this.arrived = [];
       for (const x of turn) if (!x.taken) this.decodeAhead(x);
     });
   }

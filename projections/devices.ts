@@ -246,9 +246,9 @@ export function devicesProjection(): Projection {
 
       // Remembered devices with only reports and updates in the batch: folded onto memory, written if the row is where memory left it.
       const quick = new Map<string, Row>();
-      for (const e of events) if (!FOLDED_ONTO_MEMORY.has(e.type)) known.delete(e.data.id);
+      const unfoldable = new Set(events.filter((e) => !FOLDED_ONTO_MEMORY.has(e.type)).map((e) => e.data.id));
       for (const [id, k] of known) {
-        if (k) quick.set(id, { doc: k.doc, revision: k.revision, createdBy: k.createdBy, credentialsSetId: k.credentialsSetId, isNew: false, changed: false, deleted: false });
+        if (k && !unfoldable.has(id)) quick.set(id, { doc: k.doc, revision: k.revision, createdBy: k.createdBy, credentialsSetId: k.credentialsSetId, isNew: false, changed: false, deleted: false });
       }
       if (quick.size) {
         fold(events.filter((e) => quick.has(e.data.id)), quick, out);
@@ -270,11 +270,11 @@ export function devicesProjection(): Projection {
         const slow = new Map<string, Row>();
         const { rows: existing } = await sql<{ id: string; doc: DeviceDoc | null; revision: number | string; created_by: string; credentials_set_id: string | null }>`
           SELECT d.id, d.revision, d.created_by, d.credentials_set_id, CASE WHEN d.revision = k.revision THEN NULL ELSE d.doc END AS doc
-          FROM devices d LEFT JOIN unnest(${rest}::text[], ${rest.map((id) => memory.get(id)?.revision ?? null)}::bigint[]) AS k(id, revision) ON k.id = d.id
+          FROM devices d LEFT JOIN unnest(${rest}::text[], ${rest.map((id) => known.get(id)?.revision ?? null)}::bigint[]) AS k(id, revision) ON k.id = d.id
           WHERE d.id = ANY(${rest}::text[]) ORDER BY d.id FOR UPDATE OF d`.execute(tx);
         for (const r of existing) {
           const revision = Number(r.revision);
-          const doc = r.doc ?? memory.get(r.id)!.doc;
+          const doc = r.doc ?? known.get(r.id)!.doc;
           slow.set(r.id, { doc, revision, createdBy: r.created_by, credentialsSetId: r.credentials_set_id, isNew: false, changed: false, deleted: false });
         }
         const restIds = new Set(rest);
@@ -293,7 +293,7 @@ export function devicesProjection(): Projection {
       }
 
       for (const [id, row] of rows) {
-        const k = memory.get(id);
+        const k = known.get(id);
         if (row.deleted) learned.set(id, null);
         else if (row.isNew || row.changed || !k) {
           learned.set(id, { revision: row.revision, doc: row.doc, createdBy: row.createdBy, credentialsSetId: row.credentialsSetId, fields: new Set(k?.fields) });
