@@ -54,7 +54,7 @@ interface RunResult {
 }
 
 /** Publishes for SECONDS from CONNECTIONS publishers, counting acks and what the consumer receives. */
-async function run(cpu: { serverPid: number; postgresDataDir?: string }, port: number, publishers: { username?: string; password?: string; topics: string[] }[], consumer: MqttClient, seqOf: (topic: string, payload: Buffer) => { key: string; t: number } | null): Promise<RunResult> {
+async function run(cpu: { serverPid: number; postgresDataDir?: string; phase?: string }, port: number, publishers: { username?: string; password?: string; topics: string[] }[], consumer: MqttClient, seqOf: (topic: string, payload: Buffer) => { key: string; t: number } | null): Promise<RunResult> {
   const sentAt = new Map<string, number>();
   const acked = new Set<string>();
   const delivered = new Set<string>();
@@ -99,7 +99,7 @@ async function run(cpu: { serverPid: number; postgresDataDir?: string }, port: n
   const drainUntil = Date.now() + 15_000;
   while (Date.now() < drainUntil && [...acked].some((k) => !delivered.has(k))) await new Promise((r) => setTimeout(r, 100));
   measuring = false;
-  const cpuPerMessage = meter.per(delivered.size);
+  const cpuPerMessage = meter.per(delivered.size, cpu.phase);
   // Delivered throughput: everything delivered, over the time from the first publish to the last delivery.
   const deliveredElapsed = (lastDelivery - started) / 1000;
   await Promise.all(clients.map((c) => c.endAsync()));
@@ -143,7 +143,7 @@ async function main(): Promise<void> {
     await call('POST', '/api/channels', { deviceGroup: group._id, mqtt: { type: 'basicCredentialsSet', recipient: consumerSet._id } });
     const consumer = await connectClient(platform.ports.mqtt!, { username: 'bench-consumer', password: 'bench-consumer-password' });
     await consumer.subscribeAsync(`svc/output/v2/${consumerSet._id}/#`, { qos: 1 });
-    const ingest = await run({ serverPid: platform.child.pid!, postgresDataDir: join(dir, 'pg') }, platform.ports.mqtt!, publishers, consumer, (_topic, payload) => {
+    const ingest = await run({ serverPid: platform.child.pid!, postgresDataDir: join(dir, 'pg'), phase: 'ingest' }, platform.ports.mqtt!, publishers, consumer, (_topic, payload) => {
       const m = JSON.parse(payload.toString()) as { diff: { seq?: string; t?: number } };
       return m.diff.seq ? { key: m.diff.seq, t: m.diff.t ?? 0 } : null;
     });
@@ -179,7 +179,7 @@ async function main(): Promise<void> {
           await new Promise((r) => setTimeout(r, SCRAPE_MS));
         }
       })();
-      const result = await run({ serverPid: p.child.pid!, postgresDataDir: join(dir, 'pg') }, p.ports.mqtt!, publishers, c, (_topic, payload) => {
+      const result = await run({ serverPid: p.child.pid!, postgresDataDir: join(dir, 'pg'), phase: scraping ? 'metrics-on' : 'metrics-off' }, p.ports.mqtt!, publishers, c, (_topic, payload) => {
         const m = JSON.parse(payload.toString()) as { diff: { seq?: string; t?: number } };
         return m.diff.seq ? { key: m.diff.seq, t: m.diff.t ?? 0 } : null;
       });

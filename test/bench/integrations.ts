@@ -112,7 +112,7 @@ async function main() {
     const mqttPayloads = frames.map((f) => JSON.stringify({ encodedData: { hexEncoded: f.toString('hex'), port: 1 } }));
 
     /** Sends for SECONDS, then waits until the output topics caught up (or 30 s). */
-    const measure = async (seconds: number, send: (until: number) => Promise<number>): Promise<Phase> => {
+    const measure = async (seconds: number, send: (until: number) => Promise<number>, phase?: string): Promise<Phase> => {
       const before = delivered;
       const meter = cpuMeter(child!.pid!, join(dir, 'pg'));
       const started = Date.now();
@@ -121,7 +121,7 @@ async function main() {
       const drainUntil = Date.now() + 30_000;
       while (delivered - before < accepted && Date.now() < drainUntil) await new Promise((r) => setTimeout(r, 20));
       const total = (Date.now() - started) / 1000;
-      const cpu = meter.per(accepted);
+      const cpu = meter.per(accepted, phase);
       return {
         acceptedPerSecond: Math.round(accepted / sendSeconds),
         deliveredPerSecond: Math.round((delivered - before) / total),
@@ -131,7 +131,7 @@ async function main() {
         loadGeneratorCpuMicrosPerMessage: cpu.loadGenerator,
       };
     };
-    const viaWebhook = (seconds = SECONDS) => measure(seconds, async (until) => {
+    const viaWebhook = (seconds = SECONDS, phase?: string) => measure(seconds, async (until) => {
       let accepted = 0;
       let n = 0;
       const lane = async (http: HttpLane) => {
@@ -144,8 +144,8 @@ async function main() {
       };
       await Promise.all(lanes.map(lane));
       return accepted;
-    });
-    const viaMqtt = (seconds = SECONDS) => measure(seconds, async (until) => {
+    }, phase);
+    const viaMqtt = (seconds = SECONDS, phase?: string) => measure(seconds, async (until) => {
       let accepted = 0;
       await Promise.all(
         clients.map(async (client, c) => {
@@ -161,7 +161,7 @@ async function main() {
         }),
       );
       return accepted;
-    });
+    }, phase);
     // Warm both paths (translator contexts, device documents) outside the measurement.
     await viaMqtt(2);
     await viaWebhook(2);
@@ -169,8 +169,8 @@ async function main() {
     const only = process.env.BENCH_ONLY;
     const runs: { mqtt: Phase[]; webhook: Phase[] } = { mqtt: [], webhook: [] };
     for (let round = 0; round < ROUNDS; round++) {
-      if (only !== 'webhook') runs.mqtt.push(await viaMqtt());
-      if (only !== 'mqtt') runs.webhook.push(await viaWebhook());
+      if (only !== 'webhook') runs.mqtt.push(await viaMqtt(SECONDS, 'mqtt'));
+      if (only !== 'mqtt') runs.webhook.push(await viaWebhook(SECONDS, 'webhook'));
     }
     await Promise.all([...clients, consumer].map((c) => c.endAsync()));
     for (const lane of lanes) lane.close();

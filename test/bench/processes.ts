@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
 import type pg from 'pg';
@@ -21,8 +21,12 @@ export interface Ports {
  * Runs `node --import tsx <args>` from the repository root as a process of its
  * own, so a benchmark's load generator never shares the server's event loop.
  * Resolves with the ports its JSON log says it listens on, once `ready` holds
- * (by default: both HTTP and MQTT). `BENCH_PROFILE=<dir>` CPU-profiles the
- * platform (`api/main.ts`) into that folder.
+ * (by default: both HTTP and MQTT). For the platform (`api/main.ts`):
+ * `BENCH_PROFILE=<dir>` CPU-profiles it into that folder (and the phases of
+ * the load are noted beside it, see `cpuMeter`), `BENCH_NODE_FLAGS` adds
+ * Node flags (`--trace-gc-nvp`, `--heap-prof`, …) and
+ * `BENCH_PLATFORM_LOG=<file>` keeps its standard output (its log and what
+ * such flags print) in a file.
  */
 export function spawnProcess(
   args: string[],
@@ -30,13 +34,17 @@ export function spawnProcess(
   ready: (ports: Ports) => boolean = (p) => p.http !== undefined && p.mqtt !== undefined,
 ): Promise<{ child: ChildProcess; ports: Ports }> {
   return new Promise((resolve, reject) => {
-    const profile = process.env.BENCH_PROFILE && args[0] === 'api/main.ts' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
-    const flags = args[0] === 'api/main.ts' ? START_FLAGS : ['--import', 'tsx'];
+    const platform = args[0] === 'api/main.ts';
+    const extra = platform && process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(/\s+/).filter(Boolean) : [];
+    const flags = platform ? [...extra, ...START_FLAGS] : ['--import', 'tsx'];
+    const logFile = platform ? process.env.BENCH_PLATFORM_LOG : undefined;
+    const profile = process.env.BENCH_PROFILE && platform ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
     const child = spawn(process.execPath, [...profile, ...flags, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     const ports: Ports = {};
     let buffer = '';
     child.stdout!.on('data', (chunk) => {
       buffer += chunk;
+      if (logFile) appendFileSync(logFile, chunk);
       for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
         const line = buffer.slice(0, nl);
         buffer = buffer.slice(nl + 1);
@@ -172,13 +180,30 @@ export interface CpuPerMessage {
   loadGenerator: number;
 }
 
-/** Starts counting CPU time; `per(n)` answers what each process spent since, per message of `n`. */
-export function cpuMeter(serverPid: number, postgresDataDir?: string): { per(messages: number): CpuPerMessage } {
+/** The clock of a V8 CPU profile's samples: monotonic microseconds, the same in every process of the machine. */
+export const profileClock = (): number => Number(process.hrtime.bigint() / 1000n);
+
+/** Where `cpuMeter` notes the phases of a profiled run: read by `npm run bench:phases` (test/bench/phases.ts). */
+export const PHASES_FILE = 'phases.ndjson';
+
+/**
+ * Starts counting CPU time; `per(n, phase?)` answers what each process spent
+ * since, per message of `n`. With `BENCH_PROFILE`, a `phase` name notes the
+ * span counted and its messages in the profile's folder, so the platform's
+ * profile can be cut into the phases of the load (`npm run bench:phases`).
+ */
+export function cpuMeter(serverPid: number, postgresDataDir?: string): { per(messages: number, phase?: string): CpuPerMessage } {
   const server = cpuMicros(serverPid);
   const postgres = postgresDataDir ? postgresCpuMicros(postgresDataDir) : 0;
   const own = process.cpuUsage();
+  const from = profileClock();
   return {
-    per(messages) {
+    per(messages, phase) {
+      const dir = process.env.BENCH_PROFILE;
+      if (dir && phase) {
+        mkdirSync(dir, { recursive: true });
+        appendFileSync(join(dir, PHASES_FILE), `${JSON.stringify({ phase, pid: serverPid, from, to: profileClock(), messages })}\n`);
+      }
       const n = Math.max(1, messages);
       const mine = process.cpuUsage(own);
       return {

@@ -239,7 +239,7 @@ export async function measureRules() {
       counted.none += plain.acked;
       none.push(plain.perSecond);
       later.none.push(plain.laterPerSecond);
-      cpu.none.push(meter.per(plain.acked));
+      cpu.none.push(meter.per(plain.acked, 'none'));
       const set = [];
       for (const load of LOADS) set.push(await load.setUp(call, devices, db));
       for (const load of LOADS) await caughtUp(platform.ports.http!, METRICS_TOKEN, load.reactor, db);
@@ -253,7 +253,7 @@ export async function measureRules() {
       // Each reactor's catch-up counts from the end of the phase.
       const caught = await Promise.all(LOADS.map((load) => caughtUp(platform.ports.http!, METRICS_TOKEN, load.reactor, db)));
       await caughtUp(platform.ports.http!, METRICS_TOKEN, every, db);
-      cpu.with.push(meter.per(loaded.acked));
+      cpu.with.push(meter.per(loaded.acked, 'with'));
       await statements(db, stmts.with);
       counted.with += loaded.acked;
       for (const [i, load] of LOADS.entries()) {

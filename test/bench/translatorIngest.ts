@@ -207,10 +207,10 @@ export async function measureIngest(): Promise<IngestFigures> {
         const { rate, acked } = await phase(clients, topics[variant], uplinksOf(variant));
         // The read models' work on the phase counts in its CPU time, not in its rate.
         catchUpMs[variant].push(await settle());
-        const spent = meter.per(1);
+        const spent = meter.per(acked, variant);
         const sum = (cpu[variant] ??= { platform: 0, postgres: 0, messages: 0 });
-        sum.platform += spent.server;
-        sum.postgres += spent.postgres ?? 0;
+        sum.platform += spent.server * acked;
+        sum.postgres += (spent.postgres ?? 0) * acked;
         sum.messages += acked;
         sent[variant] = (sent[variant] ?? 0) + acked;
         samples[variant].push(rate);
