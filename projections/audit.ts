@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { resourceOfStream } from '../domain/audit/resources.js';
 import type { Projection } from './runner.js';
+import { jsonbArray } from '../domain/shared/jsonb.js';
 
 export interface AuditStreamsTable {
   stream_id: string;
@@ -30,7 +31,7 @@ export const auditProjection: Projection = {
     }
     if (rows.length === 0) return;
     await sql`INSERT INTO audit_streams (stream_id, resource_type, resource_id)
-      SELECT s, t, i FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(s text, t text, i text)
+      SELECT s, t, i FROM jsonb_to_recordset(${jsonbArray(rows)}::jsonb) AS x(s text, t text, i text)
       ON CONFLICT (stream_id) DO NOTHING`.execute(tx);
   },
 };

@@ -4,6 +4,7 @@ import type { CalculationDefinition, CalculationEvent } from '../domain/calculat
 import type { DeviceEvent } from '../domain/devices/device.js';
 import type { Database } from './database.js';
 import type { Projection } from './runner.js';
+import { jsonbArray } from '../domain/shared/jsonb.js';
 
 export interface CalculationsTable {
   id: string;
@@ -103,6 +104,6 @@ async function applyResults(tx: Transaction<Database>, results: Map<string, Reco
   }
   if (rows.length === 0) return;
   await sql`UPDATE calculations c SET last_value = r.v, last_reported_at = r.t::timestamptz, last_commit = r.c::numeric, last_prepare = r.p::numeric
-    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(id text, v jsonb, t text, c text, p text)
+    FROM jsonb_to_recordset(${jsonbArray(rows)}::jsonb) AS r(id text, v jsonb, t text, c text, p text)
     WHERE c.id = r.id AND (c.last_commit IS NULL OR (c.last_commit, c.last_prepare) < (r.c::numeric, r.p::numeric))`.execute(tx);
 }

@@ -3,6 +3,7 @@ import type { RecordedEvent } from '../domain/shared/events.js';
 import { evolveDoc, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import type { Database } from './database.js';
 import { cutText } from '../domain/shared/json.js';
+import { jsonbArray } from '../domain/shared/jsonb.js';
 import type { Projection } from './runner.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 
@@ -210,7 +211,7 @@ function without(out: Folded, gone: Set<string>): Folded {
 
 // Rows travel as one JSON parameter: cheaper to build and send than one array parameter per column.
 const rowsParam = (list: [string, Row][], before?: Map<string, number>) =>
-  JSON.stringify(list.map(([id, r]) => ({ id, doc: r.doc, cs: r.credentialsSetId, created_by: r.createdBy, revision: r.revision, before: before?.get(id) ?? null })));
+  jsonbArray(list.map(([id, r]) => ({ id, doc: r.doc, cs: r.credentialsSetId, created_by: r.createdBy, revision: r.revision, before: before?.get(id) ?? null })));
 
 /**
  * Devices, their history and their snapshots. A batch is folded in memory per device with the
@@ -322,7 +323,7 @@ export function devicesProjection(): Projection {
       }
       if (snapshots.length) {
         await sql`INSERT INTO device_snapshots (device_id, revision, time, doc)
-          SELECT d, r, t, doc FROM jsonb_to_recordset(${JSON.stringify(snapshots)}::jsonb) AS x(d text, r bigint, t text, doc jsonb)
+          SELECT d, r, t, doc FROM jsonb_to_recordset(${jsonbArray(snapshots)}::jsonb) AS x(d text, r bigint, t text, doc jsonb)
           ON CONFLICT DO NOTHING`.execute(tx);
       }
       if (deleted.size) {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { ConcurrencyError } from '../shared/errors.js';
 import type { NewEvent, Position, RecordedEvent } from '../shared/events.js';
+import { jsonbArray } from '../shared/jsonb.js';
 import { RecentEvents } from './recent.js';
 import type { AppendResult, EventFilter, EventStore, ExpectedRevision, ReadAllOptions, SubscribeOptions, Subscription } from './port.js';
 
@@ -73,7 +74,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
        FROM jsonb_to_recordset($2::jsonb) AS e(s text, o bigint, id uuid, type text, data jsonb, meta jsonb, p bigint)
        JOIN claim c ON c.stream_id = e.s JOIN input i ON i.stream_id = e.s
        ORDER BY e.p`,
-      values: [JSON.stringify(streams.map((a) => ({ stream_id: a.streamId, n: a.events.length }))), JSON.stringify(events)],
+      values: [JSON.stringify(streams.map((a) => ({ stream_id: a.streamId, n: a.events.length }))), jsonbArray(events)],
     });
     recent.appended();
     appended.emit('append');

@@ -16,6 +16,7 @@ import type { Projection } from '../../projections/runner.js';
 import type { RecordedEvent } from '../../domain/shared/events.js';
 import { createTestDatabase } from '../support/cluster.js';
 import { newEvent } from '../eventstore/contract.js';
+import { JSON_CHUNK } from '../../domain/shared/jsonb.js';
 
 interface Ctx {
   pool: pg.Pool;
@@ -157,6 +158,22 @@ memory('given a report of every kind of value, when it is applied, then history 
     unicode: 'åäö ✓ 🚀',
   });
   assert.ok(rows.every((r) => new Date(r.time as unknown as string).toISOString() === '2026-11-24T10:01:00.123Z'));
+});
+
+memory('given a batch of more devices than one JSON text of rows holds, when registered and then reported in two batches, then every row holds its own document', async ({ db, store }) => {
+  const projection = devicesProjection();
+  const ids = Array.from({ length: 3 * JSON_CHUNK + 5 }, (_, i) => `many-${i}`);
+  const registrations: RecordedEvent[] = [];
+  for (const id of ids) registrations.push(...(await stored(store, id, [registered(id)])));
+  await applied(db, projection, registrations);
+  const reports: RecordedEvent[] = [];
+  for (const [i, id] of ids.entries()) reports.push(...(await stored(store, id, [reported(id, { temperature: i, unit: '°C', note: `"${id}"` }, at)])));
+  // Remembered now: the reports take the guarded update, whose rows are one parameter too.
+  await applied(db, projection, reports);
+  for (const [i, id] of ids.entries()) {
+    const doc = await docOf(db, id);
+    assert.equal([doc.name, doc.temperature, doc.unit, doc.note], [id, i, '°C', `"${id}"`], id);
+  }
 });
 
 memory.run();
