@@ -62,13 +62,16 @@ export function fileOf(frame: CallFrame): string {
 const functionOf = (frame: CallFrame): string =>
   frame.url === '' ? fileOf(frame) : `${frame.functionName || '(anonymous)'} ${fileOf(frame)}${frame.lineNumber >= 0 ? `:${frame.lineNumber + 1}` : ''}`;
 
-/** Gives every sample of `profile` to the phase of `marks` it fell in; samples outside every mark are left out. */
-export function cutProfile(profile: CpuProfile, marks: PhaseMark[]): Map<string, PhaseCut> {
+/**
+ * Gives every sample of `profile` to the phase of `marks` it fell in; samples
+ * outside every mark are left out. Adds to `cuts`, so the profiles of several
+ * platform processes (a benchmark's separate runs) add up phase by phase.
+ */
+export function cutProfile(profile: CpuProfile, marks: PhaseMark[], cuts = new Map<string, PhaseCut>()): Map<string, PhaseCut> {
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const spans = [...marks].sort((a, b) => a.from - b.from);
-  const cuts = new Map<string, PhaseCut>();
   for (const m of spans) {
     const cut = cuts.get(m.phase) ?? { messages: 0, busy: 0, functions: new Map(), files: new Map() };
     cut.messages += m.messages;

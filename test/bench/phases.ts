@@ -44,18 +44,6 @@ function profileOf(dir: string, pid: number): string {
   return join(dir, name);
 }
 
-/** Adds `cut` into `into`: one phase measured in several platform processes (a benchmark's separate runs into one folder). */
-function merge(into: Map<string, PhaseCut>, name: string, cut: PhaseCut): void {
-  const held = into.get(name);
-  if (!held) {
-    into.set(name, cut);
-    return;
-  }
-  held.messages += cut.messages;
-  held.busy += cut.busy;
-  for (const of of ['functions', 'files'] as const) for (const [key, us] of cut[of]) held[of].set(key, (held[of].get(key) ?? 0) + us);
-}
-
 function main(args: string[]): void {
   const [dir, first, second, rowsArg] = args;
   if (!dir || (first !== undefined && second === undefined)) {
@@ -72,7 +60,7 @@ function main(args: string[]): void {
   for (const pid of new Set(marks.map((m) => m.pid))) {
     const file = profileOf(dir, pid);
     profiles.push(file);
-    for (const [name, cut] of cutProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, marks.filter((m) => m.pid === pid))) merge(cuts, name, cut);
+    cutProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, marks.filter((m) => m.pid === pid), cuts);
   }
   const phases = Object.fromEntries([...cuts].map(([name, cut]) => [name, { messages: cut.messages, busyMicrosPerMessage: perMessage(cut.busy, cut) }]));
   if (first === undefined) {

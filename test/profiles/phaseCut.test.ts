@@ -76,6 +76,13 @@ phases('given spans of one phase in several rounds, then their messages and samp
   assert.equal([cuts.get('none')!.messages, cuts.get('none')!.busy], [10, 20]);
 });
 
+phases('given the profiles of two platform processes cut into one map, then each phase adds up over both', () => {
+  const cuts = cutProfile(profile, marks);
+  cutProfile(profile, marks.map((m) => ({ ...m, pid: 8 })), cuts);
+  assert.equal([cuts.get('none')!.messages, cuts.get('none')!.busy, cuts.get('with')!.busy], [20, 40, 80]);
+  assert.is(cuts.get('with')!.files.get('pg'), 60);
+});
+
 phases('given frames of packages, of this repository and of Node, then each is named by its file or package', () => {
   assert.is(fileOf(frame('x', `${ROOT}node_modules/@jitl/quickjs-wasmfile-release-sync/dist/emscripten-module.mjs`)), '@jitl/quickjs-wasmfile-release-sync');
   assert.is(fileOf(frame('x', `${ROOT}node_modules/.pnpm/pg@8/node_modules/pg/lib/client.js`)), 'pg');
