@@ -48,7 +48,7 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
       throw await conflict(streamId, expected);
     }
     const last = rows[0]!;
-    recent.appended();
+    recent.appended(BigInt(last.tx));
     appended.emit('append');
     return { nextRevision: Number(last.revision), position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) } };
   }
@@ -62,21 +62,23 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
       const e = a.events[i]!;
       events.push({ s: a.streamId, o: i + 1, id: e.id, type: e.type, data: e.data, meta: e.metadata, p: events.length });
     }
-    await pool.query({
+    const { rows } = await pool.query<{ tx: string }>({
       name: 'es_append_many',
       text: `WITH input AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(stream_id text, n bigint)),
        claim AS (
          INSERT INTO es.streams AS s (stream_id, revision) SELECT stream_id, n - 1 FROM input ORDER BY stream_id
          ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision + EXCLUDED.revision + 1
-         RETURNING s.stream_id, s.revision)
-       INSERT INTO es.events (stream_id, revision, event_id, type, data, metadata)
-       SELECT e.s, c.revision - i.n + e.o, e.id, e.type, e.data, e.meta
-       FROM jsonb_to_recordset($2::jsonb) AS e(s text, o bigint, id uuid, type text, data jsonb, meta jsonb, p bigint)
-       JOIN claim c ON c.stream_id = e.s JOIN input i ON i.stream_id = e.s
-       ORDER BY e.p`,
+         RETURNING s.stream_id, s.revision),
+       inserted AS (
+         INSERT INTO es.events (stream_id, revision, event_id, type, data, metadata)
+         SELECT e.s, c.revision - i.n + e.o, e.id, e.type, e.data, e.meta
+         FROM jsonb_to_recordset($2::jsonb) AS e(s text, o bigint, id uuid, type text, data jsonb, meta jsonb, p bigint)
+         JOIN claim c ON c.stream_id = e.s JOIN input i ON i.stream_id = e.s
+         ORDER BY e.p)
+       SELECT pg_current_xact_id()::text AS tx`,
       values: [JSON.stringify(streams.map((a) => ({ stream_id: a.streamId, n: a.events.length }))), jsonbArray(events)],
     });
-    recent.appended();
+    recent.appended(BigInt(rows[0]!.tx));
     appended.emit('append');
   }
 
@@ -204,7 +206,8 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
           dirty = false;
           const batch = await recent.next(position, options.batchSize ?? 500);
           if (batch.length === 0) {
-            await sleep(pollMs, true);
+            // Held back by an older transaction: `next` itself waits a little before it reads again.
+            if (!recent.heldBack(position)) await sleep(pollMs, true);
             continue;
           }
           await handler(batch);

@@ -1,5 +1,8 @@
 import { comparePositions, type Position, type RecordedEvent } from '../shared/events.js';
 
+/** The longest wait between reads while an append of this process is out of the store's reach; the store's own poll is 100 ms. */
+const MAX_RETRY_MS = 100;
+
 /** `null` (before the first event) sorts below every position. */
 const compare = (a: Position | null, b: Position | null): number => (a === null ? (b === null ? 0 : -1) : b === null ? 1 : comparePositions(a, b));
 
@@ -32,6 +35,11 @@ export class RecentEvents {
   /** Appends made through this process so far, and how many of them the last read started after. */
   private appends = 0;
   private readFrom = 0;
+  /** The latest transaction that appended through this process; whether the last read found nothing; the wait before the next read while that lasts. */
+  private committed = 0n;
+  private stalled = false;
+  private delay = 0;
+  private retrying: Promise<void> | null = null;
 
   constructor(
     private readonly read: (after: Position | null, limit: number) => Promise<RecordedEvent[]>,
@@ -46,19 +54,37 @@ export class RecentEvents {
     if (compare(after, this.end) >= 0) {
       // Ahead of an empty window (it started at an older subscriber that has not read yet): start it here instead.
       if (this.events.length === 0 && compare(after, this.from!) > 0) this.from = after;
-      // A read already under way may have started before the append that woke this caller: then read once more.
-      const seen = this.appends;
-      await this.readOn();
-      if (this.readFrom < seen && compare(after, this.end) >= 0) await this.readOn();
+      if (this.stalled && this.heldBack(after)) await this.retry();
+      else {
+        // A read already under way may have started before the append that woke this caller: then read once more.
+        const seen = this.appends;
+        await this.readOn();
+        if (this.readFrom < seen && compare(after, this.end) >= 0) await this.readOn();
+      }
       if (compare(after, this.from!) < 0) return this.read(after, limit);
       if (compare(after, this.end) > 0) return this.read(after, limit);
     }
     return this.slice(after, limit);
   }
 
-  /** An append through this process committed: reads started before it may miss it. */
-  appended(): void {
+  /** An append through this process committed in transaction `commit`: reads started before it may miss it. */
+  appended(commit: bigint): void {
     this.appends++;
+    if (commit > this.committed) this.committed = commit;
+  }
+
+  /**
+   * True when a subscriber at `after` has read all it can, yet an append of
+   * this process is still beyond it. The store reads nothing past the oldest
+   * transaction in flight anywhere on the PostgreSQL server, so a commit can
+   * stay out of reach for as long as an older transaction (of any database
+   * on the server) runs. Its wake-up has then been spent on a read that
+   * found nothing: the subscriber must read again soon instead of waiting
+   * for the next poll.
+   */
+  heldBack(after: Position | null): boolean {
+    if (this.from === undefined || compare(after, this.end) < 0) return false;
+    return (after?.commit ?? 0n) < this.committed;
   }
 
   /** The position of the last event held (or where the window starts, when it holds none). */
@@ -78,11 +104,25 @@ export class RecentEvents {
     return this.events.slice(lo, lo + limit);
   }
 
+  /** One read after a wait that doubles while reads keep finding nothing (1 ms up to 100 ms), shared by every subscriber waiting. */
+  private retry(): Promise<void> {
+    this.retrying ??= (async () => {
+      this.delay = Math.min(Math.max(1, this.delay * 2), MAX_RETRY_MS);
+      await new Promise((resolve) => setTimeout(resolve, this.delay));
+      await this.readOn();
+    })().finally(() => {
+      this.retrying = null;
+    });
+    return this.retrying;
+  }
+
   private readOn(): Promise<void> {
     this.reading ??= (async () => {
       const from = this.appends;
       try {
         const fresh = await this.read(this.end, this.chunk);
+        this.stalled = fresh.length === 0;
+        if (fresh.length > 0) this.delay = 0;
         for (const event of fresh) {
           Object.freeze(event.data);
           Object.freeze(event.metadata);

@@ -27,21 +27,37 @@ recent.after(async (ctx) => {
   await ctx.pool.end();
 });
 
-/** The pool, counting the reads of the global order that go through it. */
-function counting(pool: pg.Pool): { db: Queryable; reads: () => number } {
+/**
+ * The pool, counting the reads of the global order that go through it, and
+ * among them the reads held back: those that found nothing although an
+ * append through this pool had committed after where they read from. The
+ * store reads nothing past the oldest transaction in flight on the whole
+ * server, so other databases' transactions (other test files) can hold a
+ * read back for a while; the subscribers then read again after a short wait.
+ */
+function counting(pool: pg.Pool): { db: Queryable; reads: () => number; heldBack: () => number } {
   let reads = 0;
+  let heldBack = 0;
+  let committed = 0n;
   const db = {
-    query: ((text: unknown, values?: unknown) => {
+    query: (async (text: unknown, values?: unknown[]) => {
       const sql = typeof text === 'string' ? text : (text as { text: string }).text;
-      if (/FROM es\.events\s+WHERE \(transaction_id, global_position\) >/.test(sql) && !/count\(\*\)/.test(sql)) reads++;
-      return pool.query(text as string, values as unknown[]);
-    }) as pg.Pool['query'],
+      const args = (typeof text === 'string' ? values : (text as { values?: unknown[] }).values) ?? [];
+      const read = /FROM es\.events\s+WHERE \(transaction_id, global_position\) >/.test(sql) && !/count\(\*\)/.test(sql);
+      const result = await pool.query(text as string, values);
+      if (read) {
+        reads++;
+        if (result.rows.length === 0 && BigInt(args[0] as string) < committed) heldBack++;
+      }
+      for (const row of result.rows as { tx?: string }[]) if (/INSERT INTO es\.events/.test(sql) && row.tx && BigInt(row.tx) > committed) committed = BigInt(row.tx);
+      return result;
+    }) as unknown as pg.Pool['query'],
   };
-  return { db, reads: () => reads };
+  return { db, reads: () => reads, heldBack: () => heldBack };
 }
 
 recent('given three subscribers following live, when events are stored append by append, then each handles every one in order, and the log is read about twice per append, not twice per subscriber', async (ctx) => {
-  const { db, reads } = counting(ctx.pool);
+  const { db, reads, heldBack } = counting(ctx.pool);
   // No polling during the test: only this process's appends wake the subscribers.
   const store = createPostgresStore(db, { pollMs: 60_000 });
   const stream = streamName('shared');
@@ -54,6 +70,7 @@ recent('given three subscribers following live, when events are stored append by
   );
   await waitUntil(() => seen.every((ids) => ids.length === 1), 'every subscriber handled the first event');
   const before = reads();
+  const heldBefore = heldBack();
   const appends = 8;
   const expected = ['Before'];
   for (let a = 0; a < appends; a++) {
@@ -65,8 +82,44 @@ recent('given three subscribers following live, when events are stored append by
   await Promise.all(subscriptions.map((s) => s.stop()));
   for (const ids of seen) assert.equal(ids, expected);
   const during = reads() - before;
+  const held = heldBack() - heldBefore;
   // Each subscriber alone reads at least twice per append (the new events, then none); three read 6 × 8.
-  assert.ok(during <= 2 * appends + 2, `the log was read ${during} times for ${appends} appends and 3 subscribers`);
+  assert.ok(during - held <= 2 * appends + 2, `the log was read ${during} times (${held} held back) for ${appends} appends and 3 subscribers`);
+});
+
+recent('given a transaction in flight that began before an append, when it ends after the append, then subscribers that never poll still get the event soon after, each read of the log shared', async (ctx) => {
+  const { db, reads } = counting(ctx.pool);
+  const store = createPostgresStore(db, { pollMs: 60_000 });
+  const stream = streamName('held');
+  await store.append(stream, [newEvent('Before')], 'no_stream');
+  const seen: string[][] = [[], []];
+  const subscriptions = seen.map((ids) =>
+    store.subscribe({ after: null }, async (batch) => {
+      for (const e of batch) if (e.streamId === stream) ids.push(e.type);
+    }),
+  );
+  await waitUntil(() => seen.every((ids) => ids.length === 1), 'every subscriber handled the first event');
+  // An older transaction with an id: nothing committed after it began is readable until it ends.
+  const older = await ctx.pool.connect();
+  try {
+    await older.query('BEGIN');
+    await older.query('SELECT pg_current_xact_id()');
+    const readsBefore = reads();
+    await store.append(stream, [newEvent('Held')], 'exists');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(seen, [['Before'], ['Before']], 'the event is out of reach while the older transaction runs');
+    const heldReads = reads() - readsBefore;
+    // A read after a wait that doubles up to 100 ms, shared by both subscribers: about 9 in 300 ms, not one per subscriber per millisecond.
+    assert.ok(heldReads >= 2 && heldReads <= 12, `${heldReads} reads while held back`);
+    await older.query('COMMIT');
+  } finally {
+    // Closed rather than returned to the pool, so a failure above cannot leave the transaction open for the tests after it.
+    older.release(true);
+  }
+  // Well within the wait of 10 s, against the poll of 60 s.
+  await waitUntil(() => seen.every((ids) => ids.length === 2), 'every subscriber handled the held event');
+  await Promise.all(subscriptions.map((s) => s.stop()));
+  assert.equal(seen, [['Before', 'Held'], ['Before', 'Held']]);
 });
 
 recent('given a window of at most 5 events, when a subscriber catches up from the start of 30 events while another follows the head, then both get all 30 in order, the one behind reading the store itself', async (ctx) => {
