@@ -63,7 +63,12 @@ export interface RebuildOptions {
   /** The live runner's checkpoint: the position the new tables must reach. */
   runner?: string;
   batchSize?: number;
-  /** How long the swap waits for readers before it gives up the locks and tries again. */
+  /**
+   * How long the swap waits for readers before it gives up the locks and tries
+   * again; never more than half the server's `deadlock_timeout`, so that when a
+   * reader's transaction holds one table and waits for another the swap holds,
+   * the swap gives way, not the reader.
+   */
   lockTimeoutMs?: number;
   /** The projections to choose from (every one by default). */
   projections?: Projection[];
@@ -174,7 +179,8 @@ export async function rebuild(store: EventStore, db: Kysely<Database>, log: Logg
           log.info(report, 'read models rebuilt');
           return report;
         } catch (error) {
-          if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE || ++retries > 20) throw error;
+          // Either way the swap's transaction rolled back whole: the live tables are untouched, the shadow still there.
+          if (!GAVE_WAY.has((error as { code?: string }).code ?? '') || ++retries > 20) throw error;
           log.warn({ retries }, 'rebuild: a reader held a read model past the lock timeout; swapping again shortly');
           await new Promise((r) => setTimeout(r, 200 * retries));
         }
@@ -186,7 +192,8 @@ export async function rebuild(store: EventStore, db: Kysely<Database>, log: Logg
   });
 }
 
-const LOCK_NOT_AVAILABLE = '55P03';
+/** The swap gave way to readers: its lock timeout (55P03), or a deadlock with one of them (40P01) that PostgreSQL broke on the swap's side. */
+const GAVE_WAY = new Set(['55P03', '40P01']);
 
 /** Adds the projections whose tables have foreign keys to or from the chosen ones: such tables move together. */
 async function withForeignKeyPartners(db: Kysely<any>, chosen: Projection[], all: Projection[]): Promise<Projection[]> {
@@ -371,7 +378,9 @@ async function swapIn(session: Kysely<any>, db: Kysely<Database>, live: LiveTabl
     // Read before the lock, so readers wait less; a view made in between makes the DROP fail, and the rebuild with it, harmlessly.
     const views = await dependentViews(tx, live);
     const carried = await tableExtras(tx, live);
-    await sql.raw(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`).execute(tx);
+    // Under the server's deadlock check: in a lock cycle with a reader, the swap's wait ends first and the reader's query goes on.
+    const deadlock = (await sql<{ ms: number }>`SELECT setting::int AS ms FROM pg_settings WHERE name = 'deadlock_timeout'`.execute(tx)).rows[0]!.ms;
+    await sql.raw(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(Math.min(lockTimeoutMs, deadlock / 2)))}`).execute(tx);
     await sql.raw(`LOCK TABLE ${live.map((t) => t.qualified).join(', ')} IN ACCESS EXCLUSIVE MODE`).execute(tx);
     lockedAt = Date.now();
     await sql`SET LOCAL lock_timeout = 0`.execute(tx);

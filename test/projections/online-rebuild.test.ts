@@ -141,13 +141,18 @@ online('given a view with a grant and a comment over a read model, when every re
   const before = await oids(db);
 
   const traffic = startTraffic(t, client, deviceId, 'full');
-  await moreAnswers(traffic, 20);
-  const during = traffic.answers.length;
-  // Small batches: many transactions, so the traffic interleaves with the replay and with the catching up.
-  const report = await rebuild(store, db, silent, { batchSize: 50 });
-  assert.ok(traffic.answers.length > during, 'REST traffic went on while the rebuild ran');
-  await moreAnswers(traffic, 20);
-  await traffic.stop();
+  let report: Awaited<ReturnType<typeof rebuild>>;
+  try {
+    await moreAnswers(traffic, 20);
+    const during = traffic.answers.length;
+    // Small batches: many transactions, so the traffic interleaves with the replay and with the catching up.
+    report = await rebuild(store, db, silent, { batchSize: 50 });
+    assert.ok(traffic.answers.length > during, 'REST traffic went on while the rebuild ran');
+    await moreAnswers(traffic, 20);
+  } finally {
+    // Stopped whatever happened, so a failure here leaves no traffic running into the tests after it.
+    await traffic.stop();
+  }
 
   assert.is(report.projections.length, allProjections().length, 'every read model was rebuilt');
   assert.ok(report.events > 320, `the log was replayed (${report.events} events)`);
@@ -173,14 +178,18 @@ online('when `npm run rebuild -- dashboards` runs beside the serving platform, t
   const { db } = t.platform.deps;
   const before = await oids(db);
   const traffic = startTraffic(t, client, deviceId, 'one');
-  await moreAnswers(traffic, 20);
-  const { stdout } = await promisify(execFile)(`${repo}node_modules/.bin/tsx`, [`${repo}projections/rebuild.ts`, '--', 'dashboards'], {
-    cwd: repo,
-    env: { ...process.env, DATABASE_URL: t.platform.deps.config.databaseUrl!, EVENTSTORE_URL: '', LOG_LEVEL: 'info' },
-    timeout: 120_000,
-  });
-  await moreAnswers(traffic, 20);
-  await traffic.stop();
+  let stdout: string;
+  try {
+    await moreAnswers(traffic, 20);
+    ({ stdout } = await promisify(execFile)(`${repo}node_modules/.bin/tsx`, [`${repo}projections/rebuild.ts`, '--', 'dashboards'], {
+      cwd: repo,
+      env: { ...process.env, DATABASE_URL: t.platform.deps.config.databaseUrl!, EVENTSTORE_URL: '', LOG_LEVEL: 'info' },
+      timeout: 120_000,
+    }));
+    await moreAnswers(traffic, 20);
+  } finally {
+    await traffic.stop();
+  }
   const report = JSON.parse(stdout.split('\n').find((l) => l.includes('read models rebuilt'))!);
   assert.equal(report.projections, ['dashboards']);
   const after = await oids(db);
@@ -189,6 +198,41 @@ online('when `npm run rebuild -- dashboards` runs beside the serving platform, t
     else assert.is(after[table], before[table], `${table} was left alone`);
   }
   await assertNothingMissing(t, traffic, deviceId, 'one');
+  await assertEqualToReplay(t);
+});
+
+online('given a reader whose transaction holds one read model, when the swap has locked another and the reader asks for it, then the swap gives way and swaps again, and the reader gets its answer', async ({ t }) => {
+  const { db, store } = t.platform.deps;
+  const before = await oids(db);
+  const swapWaits = async () =>
+    (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_locks WHERE relation = 'public.devices'::regclass AND mode = 'AccessExclusiveLock' AND NOT granted`.execute(db)).rows[0]!.n > 0;
+  let rebuilt: ReturnType<typeof rebuild> | null = null;
+  await db.connection().execute(async (reader) => {
+    await sql`BEGIN`.execute(reader);
+    try {
+      // The reader holds \`devices\` until it commits.
+      await sql`SELECT count(*) FROM devices`.execute(reader);
+      rebuilt = rebuild(store, db, silent, { names: ['devices'] });
+      // The swap locks the devices projection's tables in order, \`device_snapshots\` before \`devices\`: it now holds the one and waits for the other.
+      for (let i = 0; !(await swapWaits()); i++) {
+        if (i > 3000) throw new Error('the swap never waited for the devices table');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      // A lock cycle: the reader now waits for what the swap holds.
+      const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM device_snapshots`.execute(reader);
+      assert.type(rows[0]!.n, 'number');
+      await sql`COMMIT`.execute(reader);
+    } catch (error) {
+      await sql`ROLLBACK`.execute(reader);
+      throw error;
+    } finally {
+      // Settled here, so a failure above leaves no rebuild running into the tests after it.
+      await Promise.resolve(rebuilt).catch(() => undefined);
+    }
+  });
+  const report = await rebuilt!;
+  assert.ok(report.retries >= 1, `the swap gave way at least once (${report.retries})`);
+  assert.is.not((await oids(db)).devices, before.devices, 'devices is a new table');
   await assertEqualToReplay(t);
 });
 
