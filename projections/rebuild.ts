@@ -86,7 +86,7 @@ export interface RebuildReport {
   pausedMs: number;
   /** How long readers of the rebuilt tables waited (the swap itself). */
   lockedMs: number;
-  /** Swaps given up because a reader held a table past `lockTimeoutMs`. */
+  /** Swaps given up to readers: one held a table past the lock timeout, or waited for one the swap held. */
   retries: number;
   /** Events the projections refused in the replay (the live runner parks the same ones). */
   skipped: number;
@@ -137,12 +137,14 @@ export async function rebuild(store: EventStore, db: Kysely<Database>, log: Logg
   let projections = selectProjections(options.names ?? [], all);
   const runner = options.runner ?? 'read-models';
   const batchSize = options.batchSize ?? 2000;
-  const lockTimeoutMs = options.lockTimeoutMs ?? 2000;
 
   return db.connection().execute(async (session) => {
     const { rows: locked } = await sql<{ ok: boolean }>`SELECT pg_try_advisory_lock(hashtextextended(${REBUILD_LOCK}, 0)) AS ok`.execute(session);
     if (!locked[0]?.ok) throw new RebuildBusyError();
     try {
+      // Under the server's deadlock check: in a lock cycle with a reader, the swap's wait ends first and the reader's query goes on.
+      const deadlock = (await sql<{ ms: number }>`SELECT setting::int AS ms FROM pg_settings WHERE name = 'deadlock_timeout'`.execute(session)).rows[0]!.ms;
+      const lockTimeoutMs = Math.max(1, Math.round(Math.min(options.lockTimeoutMs ?? 2000, deadlock / 2)));
       projections = await withForeignKeyPartners(session, projections, all);
       const tables = projections.flatMap((p) => p.tables);
       const live = await liveTables(session, tables);
@@ -181,7 +183,7 @@ export async function rebuild(store: EventStore, db: Kysely<Database>, log: Logg
         } catch (error) {
           // Either way the swap's transaction rolled back whole: the live tables are untouched, the shadow still there.
           if (!GAVE_WAY.has((error as { code?: string }).code ?? '') || ++retries > 20) throw error;
-          log.warn({ retries }, 'rebuild: a reader held a read model past the lock timeout; swapping again shortly');
+          log.warn({ retries }, 'rebuild: the swap gave way to a reader of a read model; swapping again shortly');
           await new Promise((r) => setTimeout(r, 200 * retries));
         }
       }
@@ -378,9 +380,7 @@ async function swapIn(session: Kysely<any>, db: Kysely<Database>, live: LiveTabl
     // Read before the lock, so readers wait less; a view made in between makes the DROP fail, and the rebuild with it, harmlessly.
     const views = await dependentViews(tx, live);
     const carried = await tableExtras(tx, live);
-    // Under the server's deadlock check: in a lock cycle with a reader, the swap's wait ends first and the reader's query goes on.
-    const deadlock = (await sql<{ ms: number }>`SELECT setting::int AS ms FROM pg_settings WHERE name = 'deadlock_timeout'`.execute(tx)).rows[0]!.ms;
-    await sql.raw(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(Math.min(lockTimeoutMs, deadlock / 2)))}`).execute(tx);
+    await sql.raw(`SET LOCAL lock_timeout = ${lockTimeoutMs}`).execute(tx);
     await sql.raw(`LOCK TABLE ${live.map((t) => t.qualified).join(', ')} IN ACCESS EXCLUSIVE MODE`).execute(tx);
     lockedAt = Date.now();
     await sql`SET LOCAL lock_timeout = 0`.execute(tx);

@@ -49,7 +49,8 @@ function counting(pool: pg.Pool): { db: Queryable; reads: () => number; heldBack
         reads++;
         if (result.rows.length === 0 && BigInt(args[0] as string) < committed) heldBack++;
       }
-      for (const row of result.rows as { tx?: string }[]) if (/INSERT INTO es\.events/.test(sql) && row.tx && BigInt(row.tx) > committed) committed = BigInt(row.tx);
+      const tx = /INSERT INTO es\.events/.test(sql) ? (result.rows[0] as { tx?: string } | undefined)?.tx : undefined;
+      if (tx && BigInt(tx) > committed) committed = BigInt(tx);
       return result;
     }) as unknown as pg.Pool['query'],
   };
