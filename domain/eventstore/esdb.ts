@@ -160,6 +160,8 @@ export function createEsdbStore(url: string): EventStore {
 
     const sleep = (ms: number) =>
       new Promise<void>((resolve) => {
+        // Stopped while unsubscribing after a failure: `stop` found no pause to cut short.
+        if (stopped) return resolve();
         pause = { timer: setTimeout(() => resolve(), ms), resolve };
       });
 

@@ -189,7 +189,8 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     /** Waits `ms`, or less when stopped or, while polling, when a local append commits. */
     const sleep = (ms: number, polling: boolean) =>
       new Promise<void>((resolve) => {
-        if (polling && dirty) return resolve();
+        // Stopped while a read or a handler was under way: `stop` found no sleeper to wake, so none may start.
+        if (stopped || (polling && dirty)) return resolve();
         const timer = setTimeout(done, ms);
         function done() {
           clearTimeout(timer);

@@ -123,6 +123,32 @@ recent('given a transaction in flight that began before an append, when it ends 
   assert.equal(seen, [['Before', 'Held'], ['Before', 'Held']]);
 });
 
+recent('given a subscriber that never polls, when it is stopped while its read of the log is under way, then it stops once the read returns, without sleeping out its poll', async (ctx) => {
+  let gate: (() => void) | null = null;
+  let reading = false;
+  const db = {
+    query: (async (text: unknown, values?: unknown[]) => {
+      const sql = typeof text === 'string' ? text : (text as { text: string }).text;
+      if (gate === null && /FROM es\.events\s+WHERE \(transaction_id, global_position\) >/.test(sql)) {
+        reading = true;
+        await new Promise<void>((resolve) => (gate = resolve));
+      }
+      return ctx.pool.query(text as string, values);
+    }) as unknown as pg.Pool['query'],
+  };
+  const store = createPostgresStore(db, { pollMs: 60_000 });
+  // From the end of the log, so the read finds nothing and the subscriber would go on to wait for the next poll.
+  const end = (await createPostgresStore(ctx.pool).readAll({ after: null, limit: 100_000 })).at(-1)?.position ?? null;
+  const subscription = store.subscribe({ after: end }, async () => {});
+  await waitUntil(() => reading, 'the subscriber is reading the log');
+  const started = Date.now();
+  const stopping = subscription.stop();
+  gate!();
+  const stopped = await Promise.race([stopping.then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 5_000))]);
+  assert.ok(stopped, 'stop() returned within 5 s, against a poll of 60 s');
+  assert.ok(Date.now() - started < 5_000);
+});
+
 recent('given a window of at most 5 events, when a subscriber catches up from the start of 30 events while another follows the head, then both get all 30 in order, the one behind reading the store itself', async (ctx) => {
   const store = createPostgresStore(ctx.pool);
   const stream = streamName('window');
