@@ -33,6 +33,8 @@ if (files.length === 0) {
 
 /** Counted here, from each suite's own result, so the closing line never depends on uvu finishing its report. */
 const tally = { total: 0, passed: 0, skipped: 0, broken: 0 };
+/** Seconds each file's suites took, for the closing list of the slowest: the suite must stay within CI's budget. */
+const seconds = new Map<string, number>();
 
 function report(what: string, error: unknown): void {
   tally.broken++;
@@ -53,6 +55,8 @@ async function finish(): Promise<never> {
       report('stopping the test cluster', error);
     }
   }
+  const slowest = [...seconds].sort((a, b) => b[1] - a[1]).slice(0, 10);
+  if (slowest.length > 1) console.log(`\nslowest files: ${slowest.map(([file, s]) => `${file} ${s.toFixed(1)} s`).join(', ')}`);
   const failed = tally.total - tally.passed + tally.broken;
   console.log(`${tally.passed} passed, ${failed} failed, ${tally.skipped} skipped`);
   process.exit(failed > 0 || tally.total === 0 ? 1 : 0);
@@ -73,6 +77,7 @@ function guard(entry: QueueEntry): void {
   for (let i = 1; i < entry.length; i++) {
     const run = entry[i] as SuiteRun;
     entry[i] = async () => {
+      const started = performance.now();
       try {
         const result = await run();
         const [errors, passed, skipped, total] = result;
@@ -85,6 +90,8 @@ function guard(entry: QueueEntry): void {
       } catch (error) {
         report(`a suite in ${file} threw out of the test runner`, error);
         return [true, 0, 0, 0];
+      } finally {
+        if (file) seconds.set(file, (seconds.get(file) ?? 0) + (performance.now() - started) / 1000);
       }
     };
   }
