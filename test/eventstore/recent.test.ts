@@ -27,6 +27,9 @@ recent.after(async (ctx) => {
   await ctx.pool.end();
 });
 
+/** The store's read of the global order (`readAll`), as it reaches the database. */
+const READ_OF_LOG = /FROM es\.events\s+WHERE \(transaction_id, global_position\) >/;
+
 /**
  * The pool, counting the reads of the global order that go through it, and
  * among them the reads held back: those that found nothing although an
@@ -43,7 +46,7 @@ function counting(pool: pg.Pool): { db: Queryable; reads: () => number; heldBack
     query: (async (text: unknown, values?: unknown[]) => {
       const sql = typeof text === 'string' ? text : (text as { text: string }).text;
       const args = (typeof text === 'string' ? values : (text as { values?: unknown[] }).values) ?? [];
-      const read = /FROM es\.events\s+WHERE \(transaction_id, global_position\) >/.test(sql) && !/count\(\*\)/.test(sql);
+      const read = READ_OF_LOG.test(sql) && !/count\(\*\)/.test(sql);
       const result = await pool.query(text as string, values);
       if (read) {
         reads++;
@@ -129,7 +132,7 @@ recent('given a subscriber that never polls, when it is stopped while its read o
   const db = {
     query: (async (text: unknown, values?: unknown[]) => {
       const sql = typeof text === 'string' ? text : (text as { text: string }).text;
-      if (gate === null && /FROM es\.events\s+WHERE \(transaction_id, global_position\) >/.test(sql)) {
+      if (gate === null && READ_OF_LOG.test(sql)) {
         reading = true;
         await new Promise<void>((resolve) => (gate = resolve));
       }
@@ -141,12 +144,10 @@ recent('given a subscriber that never polls, when it is stopped while its read o
   const end = (await createPostgresStore(ctx.pool).readAll({ after: null, limit: 100_000 })).at(-1)?.position ?? null;
   const subscription = store.subscribe({ after: end }, async () => {});
   await waitUntil(() => reading, 'the subscriber is reading the log');
-  const started = Date.now();
   const stopping = subscription.stop();
   gate!();
   const stopped = await Promise.race([stopping.then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 5_000))]);
   assert.ok(stopped, 'stop() returned within 5 s, against a poll of 60 s');
-  assert.ok(Date.now() - started < 5_000);
 });
 
 recent('given a window of at most 5 events, when a subscriber catches up from the start of 30 events while another follows the head, then both get all 30 in order, the one behind reading the store itself', async (ctx) => {
