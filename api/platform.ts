@@ -123,6 +123,8 @@ function jwtSecret(config: Config): string {
 /** What the environment cannot set: the clock (tests set it to put reports at chosen times). */
 export interface PlatformOptions {
   clock?: () => Date;
+  /** How many stored QoS 1 messages ingest remembers in this process (tests make it small to see what a node does once it has forgotten one). */
+  redeliveryMemory?: number;
 }
 
 /** The composition root: every dependency is built and wired here, once. */
@@ -162,7 +164,12 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     started.push(() => sandbox.dispose());
     const translation = new Translation(store, db, sandbox, log);
     await translation.load();
-    const ingest = await createIngest(store, db, log, { decoder: translation, metrics: metrics?.ingest, ...(cluster ? { redeliveries: cluster.redis.redeliveries } : {}) });
+    const ingest = await createIngest(store, db, log, {
+      decoder: translation,
+      metrics: metrics?.ingest,
+      memory: options.redeliveryMemory,
+      ...(cluster ? { redeliveries: cluster.redis.redeliveries } : {}),
+    });
     const principals = new Principals(db);
     // Generic connectors' external brokers: connections follow the connectors' events, once committed.
     const externalBrokers = new ExternalBrokers({ store, db, log, registry: ingest.registry, logs: ingest.logs, ingest });

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import type { Counter, Gauge } from 'prom-client';
@@ -39,8 +39,12 @@ const MAX_CONNECTIONS = 20_000;
  */
 const DELIVERIES_IN_FLIGHT = 5_000;
 
-/** Who a connection logged in as, and the client id it chose. */
-export type Session = { kind: 'user' | 'credentials' | 'app'; id: string; clientId: string };
+/**
+ * Who a connection logged in as, the client id it chose, and the
+ * connection's own id, unique across the nodes of a cluster (the redelivery
+ * memory tells a re-send from a new message by the connection that sent it).
+ */
+export type Session = { kind: 'user' | 'credentials' | 'app'; id: string; clientId: string; connection: string };
 
 /**
  * Client ids are scoped to the identity that logs in: the broker keys
@@ -228,7 +232,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     if (app) {
       // A client app: its id and its secret. It consumes its own output topics, as a user does.
       return checkSecret(app.secretHash, secret, () => {
-        sessions.set(client, { kind: 'app', id: app.id, clientId: client.id });
+        sessions.set(client, { kind: 'app', id: app.id, clientId: client.id, connection: randomUUID() });
         client.id = scopedClientId(app.id, client.id);
         callback(null, true);
       }, () => {
@@ -242,7 +246,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       return callback(authError('Bad username or password', 4), false);
     }
     checkSecret(set.passwordHash, secret, () => {
-      sessions.set(client, { kind: 'credentials', id: set.id, clientId: client.id });
+      sessions.set(client, { kind: 'credentials', id: set.id, clientId: client.id, connection: randomUUID() });
       client.id = scopedClientId(set.id, client.id);
       callback(null, true);
     }, () => {
@@ -284,6 +288,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         callback(err ?? null);
       },
       conn: client.conn as unknown as { cork(): void; uncork(): void },
+      connection: session.connection,
     });
   };
 
@@ -334,7 +339,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
               log.warn({ userId: username }, 'MQTT login refused: user missing or disabled');
               return callback(authError('Not authorized', 5), false);
             }
-            sessions.set(client, { kind: 'user', id: username, clientId: client.id });
+            sessions.set(client, { kind: 'user', id: username, clientId: client.id, connection: randomUUID() });
             client.id = scopedClientId(username, client.id);
             callback(null, true);
           }, (err) => {

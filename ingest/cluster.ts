@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { Redis, type RedisOptions } from 'ioredis';
 import MQEmitterRedis from 'mqemitter-redis';
 import type { Logger } from 'pino';
+import type { Remembered } from './pipeline.js';
 
 const require = createRequire(import.meta.url);
 /** aedes-persistence-redis ships no types: it is an aedes persistence built on one ioredis connection. */
@@ -52,8 +53,13 @@ export interface RedisLink {
   close(): Promise<void>;
 }
 
-/** How long a node remembers what it stored, for another node's redelivery check. */
-const REDELIVERY_TTL_S = 24 * 3600;
+/**
+ * How long Redis keeps what a node stored, for a re-send that reaches
+ * another node. A device re-sends after it reconnects, within seconds of
+ * losing its node. Redis holds one key of about 200 bytes per QoS 1 message
+ * for this long: at 1,000 messages/s, about 180 MB.
+ */
+const REDELIVERY_TTL_S = 15 * 60;
 
 /** How long a stop waits for the connections to Redis to end once it has let go of them. */
 const LET_GO_WAIT_MS = 15_000;
@@ -146,11 +152,12 @@ export function connectRedis(url: string, log: Logger): RedisLink {
 
 /**
  * The ingest pipeline's redelivery memory, shared by the nodes: for each
- * QoS 1 message stored, its key (credentials set, client id, packet id) and
- * content hash. A node asks for the keys it does not remember itself before
- * storing a batch, and records what it stored before the PUBACKs leave. When
- * Redis does not answer, the node decides alone (a message re-sent to another
- * node during a Redis outage may then be stored twice; none is lost).
+ * QoS 1 message stored, its key (credentials set, client id, packet id), its
+ * content hash and the connection that sent it, as `<hash> <connection>`. A
+ * node asks for the keys it does not remember itself before storing a batch,
+ * and records what it stored before the PUBACKs leave. When Redis does not
+ * answer, the node decides alone (a message re-sent to another node during a
+ * Redis outage may then be stored twice; none is lost).
  */
 export class SharedRedeliveries {
   private warned = 0;
@@ -160,22 +167,27 @@ export class SharedRedeliveries {
     private readonly log: Logger,
   ) {}
 
-  /** The stored hash of each key, or null; all null when Redis does not answer. */
-  async get(keys: string[]): Promise<(string | null)[]> {
+  /** What was stored under each key, or null; all null when Redis does not answer. */
+  async get(keys: string[]): Promise<(Remembered | null)[]> {
     if (keys.length === 0) return [];
     try {
-      return await this.redis.mget(keys.map(redisKey));
+      return (await this.redis.mget(keys.map(redisKey))).map((v) => {
+        if (v === null) return null;
+        const space = v.indexOf(' ');
+        // A value without a connection (written before connections were recorded) counts as another connection's.
+        return space < 0 ? { hash: v, connection: null } : { hash: v.slice(0, space), connection: v.slice(space + 1) || null };
+      });
     } catch (err) {
       this.warn(err);
       return keys.map(() => null);
     }
   }
 
-  async put(entries: { key: string; hash: string }[]): Promise<void> {
+  async put(entries: ({ key: string } & Remembered)[]): Promise<void> {
     if (entries.length === 0) return;
     try {
       const pipeline = this.redis.pipeline();
-      for (const e of entries) pipeline.set(redisKey(e.key), e.hash, 'EX', REDELIVERY_TTL_S);
+      for (const e of entries) pipeline.set(redisKey(e.key), `${e.hash} ${e.connection ?? ''}`, 'EX', REDELIVERY_TTL_S);
       await pipeline.exec();
     } catch (err) {
       this.warn(err);

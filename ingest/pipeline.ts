@@ -61,6 +61,8 @@ interface IngestCommon {
   done: (error?: Error | null) => void;
   /** The publisher's connection: corked while a batch's acknowledgements are written, so they leave in one write. */
   conn?: { cork(): void; uncork(): void };
+  /** The publisher connection's id, unique across the cluster's nodes: a packet id without DUP on the connection that stored it is a new message. */
+  connection?: string;
   /** When the pipeline took it (`performance.now()`), kept only while metrics are on. */
   arrivedAt?: number;
   /** Its decode, started when it arrived (`decodeAhead`), and the device it was decoded for. */
@@ -76,7 +78,9 @@ export interface PipelineOptions {
   /** Decodes raw uplinks (`encodedData`) with the device's translators before the report becomes an event. */
   decoder?: Decoder;
   /** In a cluster: the redelivery memory of every node (`ingest/cluster.ts`), asked for keys this node does not remember. */
-  redeliveries?: { get(keys: string[]): Promise<(string | null)[]>; put(entries: { key: string; hash: string }[]): Promise<void> };
+  redeliveries?: { get(keys: string[]): Promise<(Remembered | null)[]>; put(entries: ({ key: string } & Remembered)[]): Promise<void> };
+  /** How many stored QoS > 0 messages the node remembers itself; 200,000 unless set. */
+  memory?: number;
   metrics?: IngestMetrics;
 }
 
@@ -106,10 +110,10 @@ const messageOf = (m: IngestMessage) => (m.kind === 'device' ? `Uplink for iotno
 export const dedupKey = (setId: string, clientId: string, packetId: number | string) => `${setId}\u0000${clientId}\u0000${packetId}`;
 
 /** What one stored QoS > 0 message leaves for recognising a re-send of it. */
-interface Remembered {
+export interface Remembered {
   hash: string;
-  /** The connection that published it; null for messages remembered from the store at start. */
-  conn: object | null;
+  /** The id of the connection that published it (`IngestMessage.connection`); null when not known (a message remembered from the store, one without a connection). */
+  connection: string | null;
 }
 
 /** One accepted message and the events it becomes: stored all together, or not at all. */
@@ -133,7 +137,7 @@ export class IngestPipeline {
   private lock: Promise<unknown> = Promise.resolve();
   private flushing = false;
   /** Redelivery key → the last stored message with that key. */
-  private stored = new RecentMemory<string, Remembered>(DEDUP_CAPACITY);
+  private readonly stored: RecentMemory<string, Remembered>;
   private readonly lingerMs: number;
   private readonly maxBatch: number;
   private closed = false;
@@ -151,6 +155,7 @@ export class IngestPipeline {
     this.decoder = options.decoder ?? null;
     this.metrics = options.metrics ?? null;
     this.redeliveries = options.redeliveries ?? null;
+    this.stored = new RecentMemory(options.memory ?? DEDUP_CAPACITY);
   }
   private readonly decoder: Decoder | null;
   private readonly metrics: IngestMetrics | null;
@@ -167,7 +172,7 @@ export class IngestPipeline {
     for (const { c, a } of rows.reverse()) {
       const m = /^mqtt:([0-9a-f]+):(\d+):(.*)$/s.exec(c ?? '');
       const set = /^(?:credentials|connector):(.+)$/.exec(a ?? '');
-      if (m && set) this.stored.set(dedupKey(set[1]!, m[3]!, m[2]!), { hash: m[1]!, conn: null });
+      if (m && set) this.stored.set(dedupKey(set[1]!, m[3]!, m[2]!), { hash: m[1]!, connection: null });
     }
   }
 
@@ -250,7 +255,7 @@ export class IngestPipeline {
   private isResend(m: IngestMessage): boolean {
     if (!m.dedup) return false;
     const before = this.stored.get(m.dedup.key);
-    return before !== undefined && before.hash === m.dedup.hash && (m.dedup.redelivery || before.conn !== (m.conn ?? null));
+    return before !== undefined && before.hash === m.dedup.hash && (m.dedup.redelivery || before.connection !== (m.connection ?? null));
   }
 
   private async flush(): Promise<void> {
@@ -291,9 +296,10 @@ export class IngestPipeline {
       this.decoder?.forget([...u.appends.keys()].filter((s) => s.startsWith(deviceStream(''))).map((s) => s.slice(deviceStream('').length)));
     }
     for (const u of outcome.refused) this.refuse(u.message, 'the database refused its content');
-    for (const u of outcome.stored) if (u.message.dedup) this.stored.set(u.message.dedup.key, { hash: u.message.dedup.hash, conn: u.message.conn ?? null });
+    const remembered = outcome.stored.flatMap((u) => (u.message.dedup ? [{ key: u.message.dedup.key, hash: u.message.dedup.hash, connection: u.message.connection ?? null }] : []));
+    for (const r of remembered) this.stored.set(r.key, r);
     // Before the PUBACKs: a publisher that reconnects to another node and sends again must find them.
-    if (this.redeliveries) await this.redeliveries.put(outcome.stored.flatMap((u) => (u.message.dedup ? [{ key: u.message.dedup.key, hash: u.message.dedup.hash }] : [])));
+    if (this.redeliveries) await this.redeliveries.put(remembered);
     for (const u of outcome.failed) u.message.done(new Error('storing the message failed'));
 
     const acked = [...answered, ...outcome.stored.map((u) => u.message), ...outcome.refused.map((u) => u.message)];
@@ -318,17 +324,18 @@ export class IngestPipeline {
   }
 
   /**
-   * Learns from the other nodes which of the batch's keys they stored: as
-   * messages of another connection. A re-send (DUP) that no node remembers may
+   * Learns from Redis which of the batch's keys the cluster's nodes stored
+   * (this one included, for what it has forgotten since), and on which
+   * connection. A re-send (DUP) that no node remembers may
    * come from a node that died between storing it and recording it in Redis:
    * it is looked for among the latest reports in the store, as at start (`seed`).
    */
   private async recall(batch: IngestMessage[]): Promise<void> {
     const keys = [...new Set(batch.flatMap((m) => (m.dedup && !this.stored.has(m.dedup.key) ? [m.dedup.key] : [])))];
-    const hashes = await this.redeliveries!.get(keys);
+    const found = await this.redeliveries!.get(keys);
     keys.forEach((key, i) => {
-      const hash = hashes[i];
-      if (hash) this.stored.set(key, { hash, conn: null });
+      const r = found[i];
+      if (r) this.stored.set(key, r);
     });
     const unknown = batch.filter((m) => m.dedup?.redelivery && !this.stored.has(m.dedup.key));
     if (unknown.length === 0 || this.store.kind !== 'postgres') return;
@@ -336,8 +343,8 @@ export class IngestPipeline {
       const { rows } = await sql<{ c: string }>`SELECT metadata->>'correlationId' AS c FROM es.events
         WHERE global_position > (SELECT coalesce(max(global_position), 0) - ${SEED_WINDOW} FROM es.events)
           AND type = 'DeviceReported' AND metadata->>'correlationId' = ANY(${unknown.map((m) => m.correlationId)}::text[])`.execute(this.db);
-      const found = new Set(rows.map((r) => r.c));
-      for (const m of unknown) if (found.has(m.correlationId)) this.stored.set(m.dedup!.key, { hash: m.dedup!.hash, conn: null });
+      const inStore = new Set(rows.map((r) => r.c));
+      for (const m of unknown) if (inStore.has(m.correlationId)) this.stored.set(m.dedup!.key, { hash: m.dedup!.hash, connection: null });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'looking up re-sent messages in the store failed; they are treated as new');
     }

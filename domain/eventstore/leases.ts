@@ -126,6 +126,7 @@ class EpochFence implements Fence {
 
 export class Leases {
   private client: pg.Client | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
   private readonly entries = new Map<string, Entry>();
   private readonly listeners = new Set<(payload: string) => void>();
   private timer: NodeJS.Timeout | null = null;
@@ -187,7 +188,7 @@ export class Leases {
       entry.fence.abort();
       entry.fence = null;
       await entry.role.standDown().catch((err) => this.options.log.error({ err, part }, 'standing down failed'));
-      await this.client?.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(part)]).catch(() => undefined);
+      await this.query(this.client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(part)]).catch(() => undefined);
     }
   }
 
@@ -217,7 +218,7 @@ export class Leases {
       // The connection's own 'error' or 'end' may drop it while the heartbeat waits: the one asked is the one dropped.
       const client = this.client;
       try {
-        await client.query('SELECT 1');
+        await this.query(client, 'SELECT 1');
       } catch (err) {
         this.dropped(client, err as Error);
         return;
@@ -254,6 +255,18 @@ export class Leases {
   }
 
   /** The dedicated connection is gone: so are this node's locks; every part it led stands down. */
+  /**
+   * A query on the leases' connection, after those already sent: the parts
+   * take and release their locks concurrently, and one connection runs one
+   * query at a time (pg 9 will refuse a query sent while another runs).
+   */
+  private query<R extends pg.QueryResultRow = pg.QueryResultRow>(client: pg.Client | null, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    if (!client) return Promise.reject(new Error('no connection to the database'));
+    const result = this.queue.then(() => client.query<R>(text, values));
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
   private dropped(client: pg.Client, err: Error): void {
     if (this.client !== client) return;
     this.client = null;
@@ -289,14 +302,15 @@ export class Leases {
     if (!client || entry.fence || entry.busy || this.stopped) return;
     let epoch: string;
     try {
-      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [lockKey(entry.part)]);
+      const { rows } = await this.query<{ ok: boolean }>(client, 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [lockKey(entry.part)]);
       if (!rows[0]?.ok) return;
       if (!this.entries.has(entry.part) || this.client !== client) {
-        await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
+        await this.query(client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
         return;
       }
       try {
-        const raised = await client.query<{ epoch: string }>(
+        const raised = await this.query<{ epoch: string }>(
+          client,
           `INSERT INTO es.leases AS l (name, holder, epoch) VALUES ($1, $2, 1)
            ON CONFLICT (name) DO UPDATE SET epoch = l.epoch + 1, holder = EXCLUDED.holder, taken_at = now()
            RETURNING epoch::text AS epoch`,
@@ -305,7 +319,7 @@ export class Leases {
         epoch = raised.rows[0]!.epoch;
       } catch (err) {
         // The old leader's last transaction still holds the row (lock_timeout): let go and try again later.
-        await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
+        await this.query(client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
         throw err;
       }
     } catch (err) {
@@ -329,7 +343,7 @@ export class Leases {
           fence.abort();
           entry.fence = null;
           await entry.role.standDown().catch(() => undefined);
-          await this.client?.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
+          await this.query(this.client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
         }
       },
     );

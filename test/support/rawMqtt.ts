@@ -4,6 +4,8 @@ import mqttPacket from 'mqtt-packet';
 /** A bare MQTT 3.1.1 client, so the test chooses packet ids and the DUP flag itself. */
 export class RawPublisher {
   readonly acked = new Set<number>();
+  /** PUBACKs received, a packet id used again counted again. */
+  acks = 0;
   private socket!: Socket;
   private connack!: Promise<void>;
 
@@ -16,7 +18,10 @@ export class RawPublisher {
     this.connack = new Promise((resolve, reject) => {
       parser.on('packet', (packet) => {
         if (packet.cmd === 'connack') (packet.returnCode === 0 ? resolve() : reject(new Error(`connack ${packet.returnCode}`)));
-        if (packet.cmd === 'puback') this.acked.add(packet.messageId!);
+        if (packet.cmd === 'puback') {
+          this.acked.add(packet.messageId!);
+          this.acks++;
+        }
       });
     });
     this.socket.on('data', (d) => parser.parse(d));

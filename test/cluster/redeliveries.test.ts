@@ -1,0 +1,84 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { Redis } from 'ioredis';
+import { sql } from 'kysely';
+import { RedisServer } from '../support/redis.js';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { RawPublisher } from '../support/rawMqtt.js';
+import { eventually, givenProvider, type Provider } from '../ingest/support.js';
+
+/**
+ * The redelivery memory a cluster shares in Redis, seen from a node that has
+ * forgotten what it stored: it remembers two messages itself here, so every
+ * older one is known only through Redis.
+ */
+const TOPIC = 'svc/generic/v2/redeliveries/dev';
+const MEMORY = 2;
+
+const memory = suite<{ redis: RedisServer; t: TestPlatform; p: Provider; keys: Redis }>('Cluster: the shared redelivery memory');
+
+memory.before(async (ctx) => {
+  ctx.redis = await new RedisServer().start();
+  ctx.t = await startTestPlatform({ redisUrl: ctx.redis.url }, { redeliveryMemory: MEMORY });
+  ctx.p = await givenProvider(ctx.t, 'redeliveries', [TOPIC]);
+  ctx.keys = new Redis(ctx.redis.url);
+});
+memory.after(async (ctx) => {
+  ctx.keys?.disconnect();
+  await ctx.t?.stop();
+  await ctx.redis?.destroy();
+});
+
+/** The stored reports of the device, by their `n`, in the order stored. */
+const storedNs = async (t: TestPlatform): Promise<number[]> =>
+  (await sql<{ n: number }>`SELECT (data->'payload'->>'n')::int AS n FROM es.events WHERE type = 'DeviceReported' AND data->>'topic' = ${TOPIC} ORDER BY global_position`.execute(t.platform.deps.db)).rows.map((r) => r.n);
+
+/** Publishes `messages` in order on `publisher`, each once the one before is acknowledged. */
+async function send(publisher: RawPublisher, messages: { id: number; n: number; dup?: boolean }[]): Promise<void> {
+  for (const m of messages) {
+    const before = publisher.acks;
+    publisher.publish(m.id, TOPIC, JSON.stringify({ n: m.n }), m.dup ?? false);
+    await eventually(async () => publisher.acks > before, 10_000, `the PUBACK of packet ${m.id}`);
+  }
+}
+
+memory('when a device uses a packet id again on the same connection, with the same content, after the node has forgotten the first, then both messages are stored', async ({ t, p }) => {
+  const publisher = new RawPublisher(t.mqttPort);
+  await publisher.connect(p.username, p.password);
+  try {
+    // Given a message stored under packet id 1, then more than the node remembers under other ids.
+    await send(publisher, [{ id: 1, n: 1 }, { id: 2, n: 2 }, { id: 3, n: 3 }, { id: 4, n: 4 }]);
+    // When the device uses id 1 again for the same content, as a device with one message in flight may.
+    await send(publisher, [{ id: 1, n: 1 }]);
+  } finally {
+    publisher.close();
+  }
+  // Then it is a new message: the connection had its acknowledgement of the first.
+  assert.equal(await storedNs(t), [1, 2, 3, 4, 1]);
+});
+
+memory('when the device reconnects and sends a stored message again with DUP clear, after the node has forgotten it, then it is recognised and stored once', async ({ t, p }) => {
+  const before = await storedNs(t);
+  const publisher = new RawPublisher(t.mqttPort);
+  await publisher.connect(p.username, p.password);
+  try {
+    // Packet id 2 carried n = 2 on the earlier connection; MQTT.js re-sends after a reconnect with DUP clear.
+    await send(publisher, [{ id: 2, n: 2 }]);
+    // And a re-send with DUP set of another forgotten one.
+    await send(publisher, [{ id: 3, n: 3, dup: true }]);
+  } finally {
+    publisher.close();
+  }
+  assert.equal(await storedNs(t), before, 'nothing stored again');
+});
+
+memory('when a message is stored, then Redis keeps its key for a quarter of an hour, not longer', async ({ keys }) => {
+  const stored = await keys.keys('platform:redelivery:*');
+  assert.ok(stored.length >= 4, `one key per stored message (${stored.length})`);
+  for (const key of stored) {
+    const ttl = await keys.ttl(key);
+    assert.ok(ttl > 0 && ttl <= 15 * 60, `${JSON.stringify(key)} expires in ${ttl} s`);
+  }
+});
+
+memory.run();
