@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import type { Counter, Gauge } from 'prom-client';
@@ -45,6 +45,9 @@ const DELIVERIES_IN_FLIGHT = 5_000;
  * memory tells a re-send from a new message by the connection that sent it).
  */
 export type Session = { kind: 'user' | 'credentials' | 'app'; id: string; clientId: string; connection: string };
+
+/** A connection's id: 72 random bits, short because the cluster's redelivery memory stores one with every QoS 1 message. */
+const connectionId = () => randomBytes(9).toString('base64url');
 
 /**
  * Client ids are scoped to the identity that logs in: the broker keys
@@ -232,7 +235,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     if (app) {
       // A client app: its id and its secret. It consumes its own output topics, as a user does.
       return checkSecret(app.secretHash, secret, () => {
-        sessions.set(client, { kind: 'app', id: app.id, clientId: client.id, connection: randomUUID() });
+        sessions.set(client, { kind: 'app', id: app.id, clientId: client.id, connection: connectionId() });
         client.id = scopedClientId(app.id, client.id);
         callback(null, true);
       }, () => {
@@ -246,7 +249,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       return callback(authError('Bad username or password', 4), false);
     }
     checkSecret(set.passwordHash, secret, () => {
-      sessions.set(client, { kind: 'credentials', id: set.id, clientId: client.id, connection: randomUUID() });
+      sessions.set(client, { kind: 'credentials', id: set.id, clientId: client.id, connection: connectionId() });
       client.id = scopedClientId(set.id, client.id);
       callback(null, true);
     }, () => {
@@ -339,7 +342,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
               log.warn({ userId: username }, 'MQTT login refused: user missing or disabled');
               return callback(authError('Not authorized', 5), false);
             }
-            sessions.set(client, { kind: 'user', id: username, clientId: client.id, connection: randomUUID() });
+            sessions.set(client, { kind: 'user', id: username, clientId: client.id, connection: connectionId() });
             client.id = scopedClientId(username, client.id);
             callback(null, true);
           }, (err) => {

@@ -55,11 +55,15 @@ export interface RedisLink {
 
 /**
  * How long Redis keeps what a node stored, for a re-send that reaches
- * another node. A device re-sends after it reconnects, within seconds of
- * losing its node. Redis holds one key of about 200 bytes per QoS 1 message
- * for this long: at 1,000 messages/s, about 180 MB.
+ * another node: a device re-sends after it reconnects, within seconds of
+ * losing its node. Entries go into one hash per `BUCKET_S` of the node's
+ * clock, which expires `BUCKETS` buckets after it starts: an entry is kept
+ * 15 to 20 minutes. A field takes Redis about 150 bytes, a key of its own
+ * about 220, and a batch is recorded by one command instead of one per
+ * message.
  */
-const REDELIVERY_TTL_S = 15 * 60;
+const BUCKET_S = 300;
+const BUCKETS = 4;
 
 /** How long a stop waits for the connections to Redis to end once it has let go of them. */
 const LET_GO_WAIT_MS = 15_000;
@@ -75,10 +79,13 @@ export function connectRedis(url: string, log: Logger): RedisLink {
     connectionName: 'platform',
   };
   const connections = {
-    // The bus and the persistence queue their commands while Redis is away, and send them once it is back.
-    publish: new Redis(url, { ...base, maxRetriesPerRequest: null }),
+    // The bus and the persistence queue their commands while Redis is away, and send them once it is back. Commands
+    // issued in one tick leave in one write (auto-pipelining, as mqemitter-redis sets on connections it makes itself):
+    // the output reactor publishes a batch's messages in one go, and a write per message cost the node more CPU than
+    // the rest of its cluster work.
+    publish: new Redis(url, { ...base, maxRetriesPerRequest: null, enableAutoPipelining: true }),
     subscribe: new Redis(url, { ...base, maxRetriesPerRequest: null }),
-    persistence: new Redis(url, { ...base, maxRetriesPerRequest: null }),
+    persistence: new Redis(url, { ...base, maxRetriesPerRequest: null, enableAutoPipelining: true }),
     // Checks on the message path fail at once instead of waiting for Redis.
     command: new Redis(url, { ...base, enableOfflineQueue: false, commandTimeout: 1000, maxRetriesPerRequest: 1 }),
   };
@@ -153,7 +160,8 @@ export function connectRedis(url: string, log: Logger): RedisLink {
 /**
  * The ingest pipeline's redelivery memory, shared by the nodes: for each
  * QoS 1 message stored, its key (credentials set, client id, packet id), its
- * content hash and the connection that sent it, as `<hash> <connection>`. A
+ * content hash and the connection that sent it (`<hash> <connection>`, a
+ * field of the hash of the time it was stored). A
  * node asks for the keys it does not remember itself before storing a batch,
  * and records what it stored before the PUBACKs leave. When Redis does not
  * answer, the node decides alone (a message re-sent to another node during a
@@ -165,17 +173,27 @@ export class SharedRedeliveries {
   constructor(
     private readonly redis: Redis,
     private readonly log: Logger,
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** What was stored under each key, or null; all null when Redis does not answer. */
   async get(keys: string[]): Promise<(Remembered | null)[]> {
     if (keys.length === 0) return [];
     try {
-      return (await this.redis.mget(keys.map(redisKey))).map((v) => {
-        if (v === null) return null;
-        const space = v.indexOf(' ');
-        // A value without a connection (written before connections were recorded) counts as another connection's.
-        return space < 0 ? { hash: v, connection: null } : { hash: v.slice(0, space), connection: v.slice(space + 1) || null };
+      const newest = bucketOf(this.now());
+      const pipeline = this.redis.pipeline();
+      for (let b = newest; b > newest - BUCKETS; b--) pipeline.hmget(bucketKey(b), ...keys);
+      const replies = (await pipeline.exec()) ?? [];
+      return keys.map((_, i) => {
+        for (const [err, values] of replies) {
+          if (err) throw err;
+          const v = (values as (string | null)[])[i];
+          if (v != null) {
+            const space = v.indexOf(' ');
+            return { hash: v.slice(0, space), connection: v.slice(space + 1) || null };
+          }
+        }
+        return null;
       });
     } catch (err) {
       this.warn(err);
@@ -186,9 +204,14 @@ export class SharedRedeliveries {
   async put(entries: ({ key: string } & Remembered)[]): Promise<void> {
     if (entries.length === 0) return;
     try {
-      const pipeline = this.redis.pipeline();
-      for (const e of entries) pipeline.set(redisKey(e.key), `${e.hash} ${e.connection ?? ''}`, 'EX', REDELIVERY_TTL_S);
-      await pipeline.exec();
+      const bucket = bucketOf(this.now());
+      const fields: string[] = [];
+      for (const e of entries) fields.push(e.key, `${e.hash} ${e.connection ?? ''}`);
+      await this.redis
+        .multi()
+        .hset(bucketKey(bucket), ...fields)
+        .expireat(bucketKey(bucket), (bucket + BUCKETS) * BUCKET_S)
+        .exec();
     } catch (err) {
       this.warn(err);
     }
@@ -201,4 +224,5 @@ export class SharedRedeliveries {
   }
 }
 
-const redisKey = (key: string) => `platform:redelivery:${key}`;
+const bucketOf = (ms: number) => Math.floor(ms / 1000 / BUCKET_S);
+const bucketKey = (bucket: number) => `platform:redeliveries:${bucket}`;
