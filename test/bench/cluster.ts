@@ -10,6 +10,9 @@
  *   Its latency figures are those of messages published to the first node
  *   and received from the second (cross-node delivery).
  *
+ * Each mode also reports the CPU time per accepted message of the platform's
+ * nodes together, of PostgreSQL, of Redis and of the load generator.
+ *
  * Each run has its own database in one throw-away PostgreSQL cluster with
  * durability on, and its own Redis (Debian's redis-server, append-only). On a
  * 2-core machine the nodes, PostgreSQL, Redis and the load generator all share
@@ -24,7 +27,7 @@ import pgDriver from 'pg';
 import { startPrivateCluster } from '../../migrations/cluster.js';
 import { RedisServer } from '../support/redis.js';
 import { PlatformNode } from '../support/nodes.js';
-import { connectMqtt, reserveTopics } from './processes.js';
+import { connectMqtt, cpuMicros, postgresCpuMicros, reserveTopics } from './processes.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
 const CONNECTIONS = 10;
@@ -47,12 +50,20 @@ interface Figures {
   outputBacklog: number;
   /** Times the consumer's connection closed during the run. */
   consumerDisconnects: number;
+  /** CPU time per accepted message while publishing, µs: every platform node together, PostgreSQL, Redis, the load generator. */
+  cpuPerMessage: { nodes: number; postgres: number; redis: number; loadGenerator: number };
+}
+
+/** Where the CPU of a run goes: the platform's nodes, PostgreSQL's cluster (its data folder), Redis, and this process. */
+interface Meters {
+  pgdata: string;
+  redisPid?: number;
 }
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
 
 /** Sets up devices and a consumer channel through `nodes[0]`, then publishes for SECONDS: connection i to node i % nodes. */
-async function measure(nodes: PlatformNode[], databaseUrl: string): Promise<Figures> {
+async function measure(nodes: PlatformNode[], databaseUrl: string, meters: Meters): Promise<Figures> {
   const first = nodes[0]!;
   const must = async (method: string, path: string, body?: unknown) => {
     const res = await first.call(method, path, body);
@@ -114,6 +125,13 @@ async function measure(nodes: PlatformNode[], databaseUrl: string): Promise<Figu
     latencies.push(lastDelivery - s.t);
     if (nodes.length > 1 && s.node !== nodes.length - 1) crossLatencies.push(lastDelivery - s.t);
   });
+  const cpu = () => ({
+    nodes: nodes.reduce((sum, n) => sum + cpuMicros(n.child.pid!), 0),
+    postgres: postgresCpuMicros(meters.pgdata),
+    redis: meters.redisPid ? cpuMicros(meters.redisPid) : 0,
+    own: process.cpuUsage(),
+  });
+  const before = cpu();
   const started = Date.now();
   const stopAt = started + SECONDS * 1000;
   let seq = 0;
@@ -135,6 +153,15 @@ async function measure(nodes: PlatformNode[], databaseUrl: string): Promise<Figu
     }),
   );
   const elapsed = (Date.now() - started) / 1000;
+  const after = cpu();
+  const own = process.cpuUsage(before.own);
+  const per = (micros: number) => Math.round(micros / Math.max(1, ackedInWindow));
+  const cpuPerMessage = {
+    nodes: per(after.nodes - before.nodes),
+    postgres: per(after.postgres - before.postgres),
+    redis: per(after.redis - before.redis),
+    loadGenerator: per(own.user + own.system),
+  };
   const drainUntil = Date.now() + 20_000;
   while (Date.now() < drainUntil && [...acked].some((k) => !delivered.has(k))) await new Promise((r) => setTimeout(r, 100));
   const disconnects = consumerDisconnects;
@@ -163,6 +190,7 @@ async function measure(nodes: PlatformNode[], databaseUrl: string): Promise<Figu
     lostButStored: stored,
     outputBacklog: backlog,
     consumerDisconnects: disconnects,
+    cpuPerMessage,
   };
 }
 
@@ -181,7 +209,7 @@ async function main(): Promise<void> {
       nodes.push(await node.start());
     }
     try {
-      return await measure(nodes, pg.url(database));
+      return await measure(nodes, pg.url(database), { pgdata: join(dir, 'pg'), redisPid: r?.pid });
     } finally {
       for (const n of nodes) await n.stop();
       await r?.destroy();

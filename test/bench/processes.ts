@@ -156,7 +156,7 @@ function stat(pid: number): string[] | null {
 const micros = (f: string[] | null, fields: number[]): number => (f ? fields.reduce((sum, i) => sum + Number(f[i]), 0) * 10_000 : 0);
 
 /** User + system CPU time of a process so far, in microseconds. */
-const cpuMicros = (pid: number): number => micros(stat(pid), [11, 12]);
+export const cpuMicros = (pid: number): number => micros(stat(pid), [11, 12]);
 
 /**
  * CPU time of a PostgreSQL cluster so far, in microseconds: the postmaster, every process it runs

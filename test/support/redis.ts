@@ -22,6 +22,11 @@ export class RedisServer {
     if (!existsSync(REDIS)) throw new Error(`${REDIS} is missing: install Debian's redis-server package (.ci/run does)`);
   }
 
+  /** The server's process id while it runs. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }
