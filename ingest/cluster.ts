@@ -57,10 +57,14 @@ export interface RedisLink {
  * How long Redis keeps what a node stored, for a re-send that reaches
  * another node: a device re-sends after it reconnects, within seconds of
  * losing its node. Entries go into one hash per `BUCKET_S` of the node's
- * clock, which expires `BUCKETS` buckets after it starts: an entry is kept
- * 15 to 20 minutes. A field takes Redis about 150 bytes, a key of its own
- * about 220, and a batch is recorded by one command instead of one per
- * message.
+ * clock, and a look-up reads the `BUCKETS` newest: an entry counts for 15 to
+ * 20 minutes. A field takes Redis about 150 bytes, a key of its own about
+ * 220, and a batch is recorded by one command instead of one per message.
+ *
+ * A bucket is deleted with `UNLINK` by the first record into the bucket
+ * that retires it, which frees it on Redis's background thread: left to
+ * expire, a hash of 300,000 fields blocked Redis for 180 ms. Its expiry, a
+ * bucket later, only cleans up after a cluster that stopped recording.
  */
 const BUCKET_S = 300;
 const BUCKETS = 4;
@@ -169,6 +173,8 @@ export function connectRedis(url: string, log: Logger): RedisLink {
  */
 export class SharedRedeliveries {
   private warned = 0;
+  /** The bucket this node recorded into last: the first record into a newer one retires the oldest. */
+  private recording = 0;
 
   constructor(
     private readonly redis: Redis,
@@ -207,11 +213,13 @@ export class SharedRedeliveries {
       const bucket = bucketOf(this.now());
       const fields: string[] = [];
       for (const e of entries) fields.push(e.key, `${e.hash} ${e.connection ?? ''}`);
-      await this.redis
+      const record = this.redis
         .multi()
         .hset(bucketKey(bucket), ...fields)
-        .expireat(bucketKey(bucket), (bucket + BUCKETS) * BUCKET_S)
-        .exec();
+        .expireat(bucketKey(bucket), (bucket + BUCKETS + 1) * BUCKET_S);
+      if (bucket > this.recording) record.unlink(bucketKey(bucket - BUCKETS));
+      await record.exec();
+      this.recording = Math.max(this.recording, bucket);
     } catch (err) {
       this.warn(err);
     }
