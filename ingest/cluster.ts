@@ -85,8 +85,8 @@ export function connectRedis(url: string, log: Logger): RedisLink {
   const connections = {
     // The bus and the persistence queue their commands while Redis is away, and send them once it is back. Commands
     // issued in one tick leave in one write (auto-pipelining, as mqemitter-redis sets on connections it makes itself):
-    // the output reactor publishes a batch's messages in one go, and a write per message cost the node more CPU than
-    // the rest of its cluster work.
+    // the output reactor publishes a batch's messages in one go, and a write for each cost Redis about 11 µs more
+    // CPU per message (docs/benchmarks.md, "Cluster mode's cost per message").
     publish: new Redis(url, { ...base, maxRetriesPerRequest: null, enableAutoPipelining: true }),
     subscribe: new Redis(url, { ...base, maxRetriesPerRequest: null }),
     persistence: new Redis(url, { ...base, maxRetriesPerRequest: null, enableAutoPipelining: true }),
@@ -165,11 +165,11 @@ export function connectRedis(url: string, log: Logger): RedisLink {
  * The ingest pipeline's redelivery memory, shared by the nodes: for each
  * QoS 1 message stored, its key (credentials set, client id, packet id), its
  * content hash and the connection that sent it (`<hash> <connection>`, a
- * field of the hash of the time it was stored). A
- * node asks for the keys it does not remember itself before storing a batch,
- * and records what it stored before the PUBACKs leave. When Redis does not
- * answer, the node decides alone (a message re-sent to another node during a
- * Redis outage may then be stored twice; none is lost).
+ * field of the hash of the time it was stored). A node asks for the keys it
+ * does not remember itself before storing a batch, and records what it
+ * stored before the PUBACKs leave. When Redis does not answer, the node
+ * decides alone (a message re-sent to another node during a Redis outage may
+ * then be stored twice; none is lost).
  */
 export class SharedRedeliveries {
   private warned = 0;
