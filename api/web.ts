@@ -42,14 +42,17 @@ export function panelRoutes(dir: string = PANEL_DIR): Router {
       res.setHeader('Cache-Control', path.includes('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache');
     },
   });
-  // Hashed assets never change, so each is gzipped once, on its first request, and kept.
-  const gzipped = new Map<string, Buffer | null>();
+  // Hashed assets never change, so each is gzipped once, on its first request, and kept. Only files that exist are
+  // kept: anyone may ask for any path below /assets/, and remembering each would let them fill the memory.
+  const gzipped = new Map<string, Buffer>();
   const gzipOf = (path: string): Buffer | null => {
-    if (!gzipped.has(path)) {
-      const file = join(dir, path);
-      gzipped.set(path, /^\/assets\/[\w.-]+\.(js|css|svg)$/.test(path) && existsSync(file) ? gzipSync(readFileSync(file), { level: 9 }) : null);
-    }
-    return gzipped.get(path)!;
+    const kept = gzipped.get(path);
+    if (kept) return kept;
+    const file = join(dir, path);
+    if (!/^\/assets\/[\w.-]+\.(js|css|svg)$/.test(path) || !existsSync(file)) return null;
+    const gz = gzipSync(readFileSync(file), { level: 9 });
+    gzipped.set(path, gz);
+    return gz;
   };
   router.use((req, res, next) => {
     if ((req.method !== 'GET' && req.method !== 'HEAD') || !isPanelPath(req.path)) return next();

@@ -284,7 +284,11 @@ export class Registry {
             const set = this.sets.get(e.data.id);
             if (set && this.setByUsername.get(set.username) === set.id) this.setByUsername.delete(set.username);
             this.sets.delete(e.data.id);
-            for (const [topic, t] of this.topics) if (t.setId === e.data.id) this.topics.delete(topic);
+            for (const [topic, t] of this.topics) {
+              if (t.setId !== e.data.id) continue;
+              this.topics.delete(topic);
+              this.topicById.delete(t.id);
+            }
             break;
           }
           case 'ReservedTopicCreated':

@@ -8,6 +8,7 @@ import type { LogWriter } from '../../domain/logs/writer.js';
 import type { Database } from '../../projections/database.js';
 import type { Registry } from '../../ingest/registry.js';
 import { ChangeTracker, type Change } from './changes.js';
+import { deadline } from '../../domain/shared/deadline.js';
 
 /**
  * Retry policy of `http` channels: up to 5 attempts per message, waiting
@@ -287,14 +288,17 @@ export class HttpChannels {
   }
 
   private async post(url: string, headers: Record<string, string>, body: string): Promise<{ ok: boolean; final: boolean; why: string }> {
+    const limit = deadline(this.retry.timeoutMs, this.signal);
     try {
-      const res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.any([AbortSignal.timeout(this.retry.timeoutMs), this.signal]) });
+      const res = await fetch(url, { method: 'POST', headers, body, signal: limit.signal });
       await res.arrayBuffer().catch(() => undefined);
       if (res.ok) return { ok: true, final: true, why: '' };
       const final = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
       return { ok: false, final, why: `HTTP ${res.status}` };
     } catch (err) {
       return { ok: false, final: false, why: (err as Error).message };
+    } finally {
+      limit.clear();
     }
   }
 }

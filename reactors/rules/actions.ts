@@ -14,6 +14,7 @@ import { ruleActor } from '../../domain/rules/rule.js';
 import { outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
 import { causedId, derivedResourceId } from '../../domain/shared/ids.js';
 import { NO_OWNER } from './views.js';
+import { deadline } from '../../domain/shared/deadline.js';
 
 /** What actions reach outside the event store with. */
 export interface ActionIo {
@@ -247,14 +248,17 @@ export class RuleActions {
     let why = '';
     for (let attempt = 1; attempt <= CHANNEL_ACTION_RETRY.attempts; attempt++) {
       if (this.stopping.signal.aborted) return 'the platform stopped';
+      const limit = deadline(CHANNEL_ACTION_RETRY.timeoutMs, this.stopping.signal);
       try {
-        const res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.any([AbortSignal.timeout(CHANNEL_ACTION_RETRY.timeoutMs), this.stopping.signal]) });
+        const res = await fetch(url, { method: 'POST', headers, body, signal: limit.signal });
         await res.arrayBuffer().catch(() => undefined);
         if (res.ok) return null;
         why = `HTTP ${res.status}`;
         if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) break;
       } catch (err) {
         why = (err as Error).message;
+      } finally {
+        limit.clear();
       }
       if (attempt < CHANNEL_ACTION_RETRY.attempts) await new Promise((r) => setTimeout(r, CHANNEL_ACTION_RETRY.firstDelayMs * 2 ** (attempt - 1)));
     }

@@ -1,6 +1,10 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import express from 'express';
+import { panelRoutes } from '../../api/web.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { ensurePanelBuilt } from '../support/browser.js';
 import { firstLoad } from '../../web/firstLoad.js';
@@ -30,6 +34,31 @@ server('when / or a page path is asked for without a token, then the panel page 
   assert.is((await t.call('GET', '/api/no-such-thing')).status, 404);
   assert.is((await t.call('GET', '/assets/no-such-file.js', { token: null })).status, 404);
   assert.is((await t.call('POST', '/', { token: null, body: {} })).status, 401);
+});
+
+server('when an asset is asked for before its file exists, then nothing of the request is kept: once the file is there it is served, gzipped', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'panel-'));
+  mkdirSync(join(dir, 'assets'));
+  const app = express().use(panelRoutes(dir));
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  // fetch decodes the gzip; its header tells what was sent.
+  const get = (path: string) => fetch(`${base}${path}`, { headers: { 'accept-encoding': 'gzip' } });
+  try {
+    assert.is((await get('/assets/late-1a2b.js')).status, 404);
+    writeFileSync(join(dir, 'assets', 'late-1a2b.js'), 'console.log("late");');
+    const res = await get('/assets/late-1a2b.js');
+    assert.is(res.status, 200);
+    assert.is(res.headers.get('content-encoding'), 'gzip');
+    assert.is(await res.text(), 'console.log("late");');
+    // And the gzip is kept: the file's later change is not seen (hashed assets never change).
+    writeFileSync(join(dir, 'assets', 'late-1a2b.js'), 'changed');
+    assert.is(await (await get('/assets/late-1a2b.js')).text(), 'console.log("late");');
+  } finally {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 server('when a hashed asset is fetched, then it is cached for a year', async ({ t }) => {
