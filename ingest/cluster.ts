@@ -189,17 +189,16 @@ export class SharedRedeliveries {
       const newest = bucketOf(this.now());
       const pipeline = this.redis.pipeline();
       for (let b = newest; b > newest - BUCKETS; b--) pipeline.hmget(bucketKey(b), ...keys);
-      const replies = (await pipeline.exec()) ?? [];
+      const buckets = ((await pipeline.exec()) ?? []).map(([err, values]) => {
+        if (err) throw err;
+        return values as (string | null)[];
+      });
       return keys.map((_, i) => {
-        for (const [err, values] of replies) {
-          if (err) throw err;
-          const v = (values as (string | null)[])[i];
-          if (v != null) {
-            const space = v.indexOf(' ');
-            return { hash: v.slice(0, space), connection: v.slice(space + 1) || null };
-          }
-        }
-        return null;
+        // The newest bucket first: a key stored again later says who stored it last.
+        const v = buckets.find((b) => b[i] != null)?.[i];
+        if (v == null) return null;
+        const space = v.indexOf(' ');
+        return { hash: v.slice(0, space), connection: v.slice(space + 1) || null };
       });
     } catch (err) {
       this.warn(err);

@@ -296,8 +296,13 @@ export class IngestPipeline {
       this.decoder?.forget([...u.appends.keys()].filter((s) => s.startsWith(deviceStream(''))).map((s) => s.slice(deviceStream('').length)));
     }
     for (const u of outcome.refused) this.refuse(u.message, 'the database refused its content');
-    const remembered = outcome.stored.flatMap((u) => (u.message.dedup ? [{ key: u.message.dedup.key, hash: u.message.dedup.hash, connection: u.message.connection ?? null }] : []));
-    for (const r of remembered) this.stored.set(r.key, r);
+    const remembered: ({ key: string } & Remembered)[] = [];
+    for (const { message: m } of outcome.stored) {
+      if (!m.dedup) continue;
+      const r = { key: m.dedup.key, hash: m.dedup.hash, connection: m.connection ?? null };
+      this.stored.set(r.key, r);
+      remembered.push(r);
+    }
     // Before the PUBACKs: a publisher that reconnects to another node and sends again must find them.
     if (this.redeliveries) await this.redeliveries.put(remembered);
     for (const u of outcome.failed) u.message.done(new Error('storing the message failed'));
