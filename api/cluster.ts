@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { Config } from './config.js';
+import { sessionLimits, type Config } from './config.js';
 import type { EventStore } from '../domain/eventstore/port.js';
 import { Leases } from '../domain/eventstore/leases.js';
 import { loadCheckpoint, type SubscriberCluster } from '../domain/eventstore/subscriber.js';
@@ -41,7 +41,7 @@ export async function startCluster(config: Config, databaseUrl: string, db: Kyse
   // Read before any index loads its state: replaying from here onto a later state changes nothing (idempotent handlers).
   const from: Position | null = await loadCheckpoint(db, 'read-models');
   const node = config.nodeName;
-  const redis = connectRedis(config.redisUrl!, log);
+  const redis = connectRedis(config.redisUrl!, log, sessionLimits(config));
   const until = Date.now() + REDIS_START_WAIT_MS;
   while (!redis.up) {
     if (Date.now() > until) {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import { hostname } from 'node:os';
+import { DEFAULT_SESSION_LIMITS } from '../ingest/sessions.js';
 
 /**
  * Configuration, all from the environment, checked at start. A bad value stops
@@ -30,7 +31,17 @@ export interface Config {
   nodeName: string;
   /** The most readings the calculations reactor keeps in memory for `onChange` windows; 0: the database aggregates every window. */
   calculationWindowReadings: number;
+  /** The most QoS 1 messages kept for a persistent MQTT session; one more drops the oldest. */
+  mqttSessionQueueLimit: number;
+  /** How long a persistent MQTT session's client may be away before the session ends, in seconds; 0: never. */
+  mqttSessionExpirySeconds: number;
 }
+
+/** The persistent MQTT sessions' bounds, as the broker (and in a cluster its Redis store) takes them. */
+export const sessionLimits = (config: Pick<Config, 'mqttSessionQueueLimit' | 'mqttSessionExpirySeconds'>) => ({
+  queue: config.mqttSessionQueueLimit,
+  expiryMs: config.mqttSessionExpirySeconds * 1000,
+});
 
 export class ConfigError extends Error {}
 
@@ -99,6 +110,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl,
     nodeName,
     calculationWindowReadings: int('CALCULATION_WINDOW_READINGS', 2_000_000, 0, 100_000_000),
+    mqttSessionQueueLimit: int('MQTT_SESSION_QUEUE_LIMIT', DEFAULT_SESSION_LIMITS.queue, 1, 10_000_000),
+    mqttSessionExpirySeconds: int('MQTT_SESSION_EXPIRY_SECONDS', DEFAULT_SESSION_LIMITS.expiryMs / 1000, 0, 10 * 365 * 86_400),
   };
 }
 

@@ -66,6 +66,8 @@ export function createMetrics(log: Logger): Metrics {
     received: new Counter({ name: 'platform_mqtt_messages_received_total', help: 'PUBLISH packets received from MQTT clients (before the topic rules decide on them).', registers }),
     sent: new Counter({ name: 'platform_mqtt_messages_sent_total', help: 'PUBLISH packets the broker delivered to subscribed clients (output topics, downlinks).', registers }),
     tlsRefused: new Counter({ name: 'platform_mqtt_tls_handshakes_refused_total', help: 'TLS handshakes on the MQTT TLS port that failed (an untrusted certificate, no TLS, an old protocol version).', registers }),
+    sessionDrops: new Counter({ name: 'platform_mqtt_session_messages_dropped_total', help: 'Messages dropped from persistent sessions whose queue was full (MQTT_SESSION_QUEUE_LIMIT), oldest first; in a cluster counted by the node that queued the message.', registers }),
+    sessionsExpired: new Counter({ name: 'platform_mqtt_sessions_expired_total', help: 'Persistent sessions ended because their client was away longer than MQTT_SESSION_EXPIRY_SECONDS; in a cluster counted by the node that ended them.', registers }),
   };
 
   const ingest: IngestMetrics = {

@@ -16,6 +16,7 @@ import type { Registry, Resolved } from './registry.js';
 import { dedupKey, type IngestPipeline } from './pipeline.js';
 import { MAX_PAYLOAD_BYTES, messageHash, readPayload } from './payload.js';
 import type { LogWriter } from '../domain/logs/writer.js';
+import { BoundedMemoryPersistence, DEFAULT_SESSION_LIMITS, MemoryLastSeen, forAedes, keepSessions, type BoundedPersistence, type LastSeen, type SessionLimits } from './sessions.js';
 
 export { MAX_PAYLOAD_BYTES };
 /**
@@ -57,12 +58,25 @@ const connectionId = () => randomBytes(9).toString('base64url');
  */
 export const scopedClientId = (identity: string, clientId: string) => `${identity}/${clientId}`;
 
-/** What the broker reports: open connections by transport, PUBLISH packets in and out, failed TLS handshakes. */
+/**
+ * What the broker reports: open connections by transport, PUBLISH packets in
+ * and out, failed TLS handshakes, messages full session queues dropped and
+ * sessions ended by their expiry.
+ */
 export interface BrokerMetrics {
   connections: Gauge<'transport'>;
   received: Counter;
   sent: Counter;
   tlsRefused: Counter;
+  sessionDrops: Counter;
+  sessionsExpired: Counter;
+}
+
+/** The broker's message bus and session store: in a cluster from `ingest/cluster.ts`, otherwise in memory. */
+export interface BrokerBackends {
+  mq: unknown;
+  /** The sessions' store, and their last-seen times. */
+  sessions: { store: BoundedPersistence; seen: LastSeen };
 }
 
 /** A TLS handshake that fails within this time is refused; a client that says nothing is cut off. */
@@ -86,7 +100,9 @@ export interface BrokerOptions {
   /** The platform clock: a message's `receivedAt`, which becomes its report's `reportedAt`. */
   clock?: () => Date;
   /** In a cluster: the shared message bus and session persistence (`ingest/cluster.ts`); absent: in memory. */
-  backends?: { mq: unknown; persistence: unknown };
+  backends?: BrokerBackends;
+  /** Bounds on persistent sessions (`ingest/sessions.ts`); in a cluster the persistence was made with the same. */
+  sessions?: SessionLimits;
   /**
    * In a cluster: waits until the registry holds what the read models show
    * (`ProjectionRunner.sync`); a login under a name, or a publish on a topic,
@@ -105,6 +121,8 @@ export interface Broker {
   publish(topic: string, payload: Buffer | string, qos?: 0 | 1): Promise<void>;
   /** Corks the connections subscribed to output topics; the returned function uncorks them. */
   holdConsumers(): () => void;
+  /** The persistent sessions' limits at work; `sweep` ends now the sessions away longer than the expiry. */
+  sessions: { sweep(): Promise<void> };
   close(): Promise<void>;
 }
 
@@ -295,8 +313,11 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     });
   };
 
+  const limits = options.sessions ?? DEFAULT_SESSION_LIMITS;
+  const store = options.backends?.sessions.store ?? new BoundedMemoryPersistence(limits.queue);
   const aedes = await Aedes.createBroker({
-    ...(options.backends ? { mq: options.backends.mq, persistence: options.backends.persistence } : {}),
+    ...(options.backends ? { mq: options.backends.mq } : {}),
+    persistence: forAedes(store) as NonNullable<Parameters<typeof Aedes.createBroker>[0]>['persistence'],
     connectTimeout: 10_000,
     maxClientsIdLength: 256,
     concurrency: DELIVERIES_IN_FLIGHT,
@@ -451,6 +472,15 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   // A persistence that failed (Redis in a cluster) is reported here; the broker goes on.
   (aedes as unknown as NodeJS.EventEmitter).on('error', (err: Error) => log.error({ err }, 'MQTT broker: its session store failed'));
 
+  const sessionKeeping = keepSessions(aedes as unknown as Parameters<typeof keepSessions>[0], {
+    persistence: store,
+    seen: options.backends?.sessions.seen ?? new MemoryLastSeen(),
+    limits,
+    log,
+    metrics: metrics && { dropped: metrics.sessionDrops, expired: metrics.sessionsExpired },
+    ...(options.clock ? { now: () => options.clock!().getTime() } : {}),
+  });
+
   // An app deleted, or given a new secret, loses the connections it opened with the old one.
   const stopRevoking = registry.onAppRevoked((appId) => {
     for (const client of Object.values((aedes as unknown as { clients: Record<string, Client> }).clients)) {
@@ -520,6 +550,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     } catch (error) {
       // The TLS port is taken: nothing of the broker stays behind.
       stopRevoking();
+      await sessionKeeping.stop();
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
       await new Promise<void>((resolve) => server.close(() => resolve()));
       throw error;
@@ -555,8 +586,10 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         for (const c of conns) c.uncork();
       };
     },
+    sessions: sessionKeeping,
     async close() {
       stopRevoking();
+      await sessionKeeping.stop();
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
       if (wss) {
         for (const c of wss.clients) c.terminate();

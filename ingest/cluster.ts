@@ -1,12 +1,9 @@
-import { createRequire } from 'node:module';
 import { Redis, type RedisOptions } from 'ioredis';
 import MQEmitterRedis from 'mqemitter-redis';
 import type { Logger } from 'pino';
 import type { Remembered } from './pipeline.js';
-
-const require = createRequire(import.meta.url);
-/** aedes-persistence-redis ships no types: it is an aedes persistence built on one ioredis connection. */
-const redisPersistence = require('aedes-persistence-redis') as (options: { conn: Redis; maxSessionDelivery?: number }) => unknown;
+import type { BrokerBackends } from './broker.js';
+import { BoundedRedisPersistence, RedisLastSeen, type SessionLimits } from './sessions.js';
 
 /**
  * What the nodes of a cluster share through Redis (`REDIS_URL`):
@@ -17,7 +14,9 @@ const redisPersistence = require('aedes-persistence-redis') as (options: { conn:
  *   its older connection on another) crosses nodes;
  * - the broker's persistence (`aedes-persistence-redis`): subscriptions and
  *   QoS 1 messages of persistent sessions (`clean: false`), so a consumer
- *   that reconnects to another node finds its session and what was queued;
+ *   that reconnects to another node finds its session and what was queued,
+ *   and when each session's client was last seen, so whichever node sweeps
+ *   ends a session away longer than its expiry (`ingest/sessions.ts`);
  * - the ingest pipeline's redelivery memory (`SharedRedeliveries`), so a
  *   QoS 1 message stored through one node and sent again to another after a
  *   reconnect is stored once;
@@ -34,7 +33,7 @@ const redisPersistence = require('aedes-persistence-redis') as (options: { conn:
  */
 export interface RedisLink {
   /** The broker's cluster back-ends, for `Aedes.createBroker`. */
-  backends: { mq: unknown; persistence: unknown };
+  backends: BrokerBackends;
   redeliveries: SharedRedeliveries;
   /** Runs a Lua script on the shared connection (fails fast while Redis is away). */
   command: Redis;
@@ -72,7 +71,7 @@ const BUCKETS = 4;
 /** How long a stop waits for the connections to Redis to end once it has let go of them. */
 const LET_GO_WAIT_MS = 15_000;
 
-export function connectRedis(url: string, log: Logger): RedisLink {
+export function connectRedis(url: string, log: Logger, sessions: SessionLimits): RedisLink {
   let lettingGo = false;
   const base: RedisOptions = {
     // Reconnect for ever, at most every 2 s; at a stop while Redis is away, no more. ioredis then fails every queued
@@ -121,7 +120,7 @@ export function connectRedis(url: string, log: Logger): RedisLink {
   // A device's publish carries its client id and is data for the ingest alone: no subscriber on any node receives it.
   const emit = mq.emit.bind(mq);
   mq.emit = (packet, cb) => (packet.clientId != null ? cb?.() : emit(packet, cb));
-  const persistence = redisPersistence({ conn: connections.persistence, maxSessionDelivery: 1000 });
+  const persistence = new BoundedRedisPersistence(connections.persistence, sessions);
   // The bus's own close quits its connections and waits for them to end, which a connection already ended by
   // `letGo` never does again: once let go, the bus is closed with what is left.
   const closeBus = mq.close.bind(mq);
@@ -134,7 +133,7 @@ export function connectRedis(url: string, log: Logger): RedisLink {
   const all = Object.values(connections);
   const ended = (c: Redis) => (c.status === 'end' ? Promise.resolve() : new Promise<void>((resolve) => c.once('end', () => resolve())));
   return {
-    backends: { mq, persistence },
+    backends: { mq, sessions: { store: persistence, seen: new RedisLastSeen(connections.persistence) } },
     redeliveries: new SharedRedeliveries(connections.command, log),
     command: connections.command,
     get up() {
