@@ -21,7 +21,7 @@ export interface SessionLimits {
   expiryMs: number;
 }
 
-export const DEFAULT_SESSION_LIMITS: SessionLimits = { queue: 100_000, expiryMs: 24 * 3600 * 1000 };
+export const DEFAULT_SESSION_LIMITS: SessionLimits = { queue: 10_000, expiryMs: 24 * 3600 * 1000 };
 
 /** An aedes persistence whose session queues are bounded, and can be emptied by the broker when a session ends. */
 export interface BoundedPersistence {
@@ -125,7 +125,11 @@ export class BoundedMemoryPersistence extends (MemoryPersistence as new (opts?: 
     }
     const key = `${packet.brokerId}:${packet.brokerCounter}`;
     const queued = queue.get(key);
-    if (!queued) return;
+    if (!queued) {
+      // Its acknowledgement must not clear what the packet id named on an earlier connection.
+      if (packet.messageId !== undefined) ids.delete(packet.messageId);
+      return;
+    }
     queued.messageId = packet.messageId;
     if (packet.messageId !== undefined) ids.set(packet.messageId, key);
   }

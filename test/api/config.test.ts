@@ -17,6 +17,9 @@ config('given an empty environment, then the documented defaults apply', () => {
   assert.is(c.jwtSecret, null);
   assert.is(c.metricsToken, null, 'metrics are off');
   assert.is(c.mqttTls, null, 'MQTT over TLS is off');
+  assert.is(c.mqttSessionQueueLimit, 10_000);
+  assert.is(c.mqttSessionExpirySeconds, 86_400, 'a persistent session ends a day after its client left');
+  assert.is(loadConfig({ MQTT_SESSION_EXPIRY_SECONDS: '0' }).mqttSessionExpirySeconds, 0, '0: sessions never expire');
 });
 
 for (const [name, value, words] of [
@@ -32,6 +35,8 @@ for (const [name, value, words] of [
   ['MQTT_TLS_PORT', '8883', /MQTT_TLS_PORT needs TLS_CERT_FILE and TLS_KEY_FILE/],
   ['TLS_CERT_FILE', '/etc/hostname', /TLS_CERT_FILE and TLS_KEY_FILE must be set together/],
   ['TLS_KEY_FILE', '/etc/hostname', /TLS_CERT_FILE and TLS_KEY_FILE must be set together/],
+  ['MQTT_SESSION_QUEUE_LIMIT', '0', /MQTT_SESSION_QUEUE_LIMIT must be a whole number from 1 to/],
+  ['MQTT_SESSION_EXPIRY_SECONDS', '1d', /MQTT_SESSION_EXPIRY_SECONDS must be a whole number/],
 ] as const) {
   config(`when ${name}=${value}, then start-up stops with a message naming ${name}`, () => {
     try {

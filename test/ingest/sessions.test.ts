@@ -145,6 +145,17 @@ function scenarios(name: string, start: (ctx: Ctx) => Promise<void>, stop: (ctx:
     await end(back.client);
   });
 
+  s('given a consumer connected, when a burst brings more messages than its queue keeps, then it receives every one and stays connected', async (ctx) => {
+    const c = await consumer(ctx.t, ctx.p, 'live', false);
+    await c.client.subscribeAsync(`svc/output/v2/${ctx.p.setId}/#`, { qos: 1 });
+    // The output reactor hands the broker the burst in a few batches: more unacknowledged messages than the limit at once.
+    await report(ctx, 100, 160);
+    await eventually(async () => c.got.includes(160), 10_000, 'the whole burst');
+    assert.equal(c.got, Array.from({ length: 61 }, (_, i) => 100 + i));
+    assert.ok(c.client.connected, 'still connected');
+    await end(c.client);
+  });
+
   s('given a session ended by a clean connection, then it is no longer timed', async (ctx) => {
     await leaves(ctx, 'retired');
     const clean = await consumer(ctx.t, ctx.p, 'retired', true);
