@@ -5,7 +5,7 @@ import { CheckpointedSubscriber, type SubscriberCluster } from '../../domain/eve
 import { LeaseLostError } from '../../domain/eventstore/leases.js';
 import type { Position, RecordedEvent } from '../../domain/shared/events.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
-import { commandDecider, commandStream, type CommandEvent, type CommandRequest } from '../../domain/commands/command.js';
+import { commandDecider, commandStream, type CommandEvent, type CommandRequest, type CommandState } from '../../domain/commands/command.js';
 import { connectorDecider, connectorStream } from '../../domain/connectors/connector.js';
 import type { LogWriter } from '../../domain/logs/writer.js';
 import type { Database } from '../../projections/database.js';
@@ -43,12 +43,15 @@ interface Open {
  * checkpoint. A command that may already have reached the network server (a
  * time-out after sending, or a restart before its outcome was recorded) is
  * first looked for in the device's queue there, so a retry never queues it
- * twice. An accepted flush marks the device's queued downlinks flushed.
+ * twice; a batch handled again leaves the commands it settled before. An
+ * accepted flush marks the device's queued downlinks flushed.
  */
 export class CommandDelivery {
   /** Its follower of the event log (its lag is measured from it). */
   readonly subscriber: CheckpointedSubscriber<Database>;
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Commands this process handed to a network server or broker whose outcome is not recorded yet. */
+  private readonly sent = new Set<string>();
   /** When this node started delivering (took the lead, in a cluster): a command requested before may have been under way elsewhere. */
   private startedAt = Date.now();
   private stopped = false;
@@ -100,9 +103,18 @@ export class CommandDelivery {
     let accepted = false;
     for (const e of batch as (RecordedEvent & CommandEvent)[]) {
       if (e.type === 'CommandRequested') {
+        // A batch handled again (its checkpoint not saved: a database that failed after the downlink left, a lead
+        // taken over) finds its commands settled, or tried already: never sent blindly a second time.
+        const { state, retryAt } = await this.stateOf(e.data.id);
+        if (state.status !== 'requested' && state.status !== 'pending') continue;
         const context = { actor: ACTOR, correlationId: e.metadata.correlationId, causationId: e.id, now: '' };
-        // Requested before this process started: an attempt may have been under way when the last one stopped.
-        work.push({ request: e.data, context, attempt: 1, maybeDone: Date.parse(e.metadata.time) < this.startedAt });
+        // Requested before this node started delivering, tried before, or sent by this process without an outcome
+        // recorded: an attempt may have reached the network server, which is asked first.
+        const maybeDone = Date.parse(e.metadata.time) < this.startedAt || state.attempts > 0 || this.sent.has(e.data.id);
+        const open = { request: e.data, context, attempt: state.attempts + 1, maybeDone };
+        // Waiting for a retry: one timer per command makes it, whoever scheduled it first.
+        if (state.status === 'pending') this.schedule(open, (retryAt ?? 0) - this.now().getTime());
+        else work.push(open);
       } else if (e.type === 'CommandAccepted') {
         await this.afterAccepted(e);
         accepted = true;
@@ -126,6 +138,7 @@ export class CommandDelivery {
     else if (!module?.downlink) outcome = { type: 'refused', message: `the ${request.integration} integration takes no commands in this build` };
     else {
       try {
+        this.sent.add(request.id);
         outcome = await module.downlink.execute(request, connector, { attempt: open.attempt, maybeDone: open.maybeDone, timeoutMs: this.retry.callTimeoutMs, publish: this.publish });
       } catch (err) {
         failure = err instanceof Unreachable ? err : new Unreachable(`the ${request.integration} adapter failed: ${(err as Error).message}`, true);
@@ -160,6 +173,18 @@ export class CommandDelivery {
 
   private async record(id: string, event: Exclude<CommandEvent, { type: 'CommandRequested' }>, context: CommandContext): Promise<void> {
     await handle(this.deps.store, commandStream(id), commandDecider, { type: 'RecordOutcome', event }, context, { retries: 5 });
+    this.sent.delete(id);
+  }
+
+  /** A command's state from its stream, and when its last failed attempt asked for the next. */
+  private async stateOf(id: string): Promise<{ state: CommandState; retryAt: number | null }> {
+    let state = commandDecider.initialState();
+    let retryAt: number | null = null;
+    for (const e of (await this.deps.store.readStream(commandStream(id))) as unknown as CommandEvent[]) {
+      state = commandDecider.evolve(state, e);
+      if (e.type === 'CommandAttemptFailed') retryAt = e.data.retryAt ? Date.parse(e.data.retryAt) : null;
+    }
+    return { state, retryAt };
   }
 
   private async health(connectorId: string, status: 'ok' | 'failing', error: string | undefined, at: string, context: CommandContext): Promise<void> {
@@ -189,8 +214,7 @@ export class CommandDelivery {
   /** A retry, if the command still waits for one (another node, or a late outcome, may have settled it). */
   private async retryNow(open: Open): Promise<void> {
     try {
-      const events = await this.deps.store.readStream(commandStream(open.request.id));
-      const state = events.reduce((s, e) => commandDecider.evolve(s, e as unknown as CommandEvent), commandDecider.initialState());
+      const { state } = await this.stateOf(open.request.id);
       if (state.status !== 'pending') return;
       await this.attempt(open);
     } catch (err) {

@@ -45,7 +45,9 @@ const end = (client: MqttClient) => new Promise<void>((resolve) => client.end(fa
 async function report(ctx: Ctx, from: number, to: number): Promise<void> {
   const watch = await consumer(ctx.t, ctx.p, `watch-${from}`, true);
   await watch.client.subscribeAsync(`svc/output/v2/${ctx.p.setId}/#`, { qos: 1 });
-  for (let n = from; n <= to; n++) await ctx.device.publishAsync(TOPIC, JSON.stringify({ n }), { qos: 1 });
+  const sent: Promise<unknown>[] = [];
+  for (let n = from; n <= to; n++) sent.push(ctx.device.publishAsync(TOPIC, JSON.stringify({ n }), { qos: 1 }));
+  await Promise.all(sent);
   await eventually(async () => watch.got.includes(to), 10_000, `the output of report ${to}`);
   await end(watch.client);
 }
@@ -193,3 +195,33 @@ scenarios(
   },
   true,
 ).run();
+
+const backlog = suite<Ctx>('Persistent MQTT sessions (a node of a cluster, in Redis): a long queue');
+backlog.before(async (ctx) => {
+  ctx.clock = new TestClock();
+  ctx.redis = await new RedisServer().start();
+  ctx.t = await startTestPlatform({ metricsToken: TOKEN, redisUrl: ctx.redis.url });
+  ctx.p = await givenProvider(ctx.t, 'sessions', [TOPIC]);
+  ctx.device = await mqtt.connectAsync(`mqtt://127.0.0.1:${ctx.t.mqttPort}`, { username: ctx.p.username, password: ctx.p.password, clientId: 'dev', reconnectPeriod: 0, protocolVersion: 4 });
+  await ctx.device.publishAsync(TOPIC, JSON.stringify({ n: 0 }), { qos: 1 });
+  const device = await deviceOf(ctx.t, TOPIC);
+  assert.is((await ctx.t.call('POST', '/api/channels', { body: { iotnode: device._id, mqtt: { type: 'basicCredentialsSet', recipient: ctx.p.setId } } })).status, 201);
+});
+backlog.after(async (ctx) => {
+  ctx.device?.end(true);
+  await ctx.t?.stop();
+  await ctx.redis?.destroy();
+});
+
+backlog('given a consumer away while 1,500 messages are queued, when it comes back, then it gets all of them at once, in order', async (ctx) => {
+  // aedes-persistence-redis sends a returning session the first 1,001 of its queue unless told otherwise.
+  await leaves(ctx, 'backlog');
+  await report(ctx, 1, 1500);
+  const back = await consumer(ctx.t, ctx.p, 'backlog', false);
+  assert.ok(back.sessionPresent);
+  await eventually(async () => back.got.length >= 1500, 20_000, 'the whole queue');
+  assert.equal(back.got, Array.from({ length: 1500 }, (_, i) => i + 1));
+  await end(back.client);
+});
+
+backlog.run();
