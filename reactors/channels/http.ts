@@ -44,6 +44,8 @@ interface Item {
   position: Position;
   /** The channel's position just before this message: its checkpoint while the message is undelivered. */
   before: Position | null;
+  /** The change's event id: the same in every delivery of it, so a receiver drops a repeat. */
+  eventId: string;
   body: string;
   done: boolean;
 }
@@ -245,6 +247,8 @@ export class HttpChannels {
       const http = channel.doc.http as { url: string; headers?: Record<string, string> };
       const headers: Record<string, string> = { 'content-type': 'application/json', ...(http.headers ?? {}) };
       if (channel.secrets.authorization) headers.Authorization = channel.secrets.authorization;
+      // Delivery is at least once: a message sent again around a restart carries the same key.
+      headers['Idempotency-Key'] = item.eventId;
       url = http.url;
       // Only the node that leads delivers: checked before each POST.
       try {
@@ -358,7 +362,7 @@ class ChannelQueue {
       this.fallBehind();
       return;
     }
-    this.take(change.deviceId, change.position, body);
+    this.take(change.deviceId, change.position, change.message.event.id, body);
   }
 
   /** The reader handed over everything up to `upTo`. */
@@ -381,8 +385,8 @@ class ChannelQueue {
     await Promise.all(this.running.values());
   }
 
-  private take(deviceId: string, position: Position, body: string): void {
-    const item: Item = { deviceId, position, before: this.seen, body, done: false };
+  private take(deviceId: string, position: Position, eventId: string, body: string): void {
+    const item: Item = { deviceId, position, before: this.seen, eventId, body, done: false };
     this.seen = position;
     this.window.push(item);
     const list = this.byDevice.get(deviceId);
@@ -454,7 +458,7 @@ class ChannelQueue {
           await sleep(50, signal);
           continue;
         }
-        for (const change of await tracker.changes(batch, covers)) this.take(change.deviceId, change.position, JSON.stringify(change.message));
+        for (const change of await tracker.changes(batch, covers)) this.take(change.deviceId, change.position, change.message.event.id, JSON.stringify(change.message));
         const last = batch[batch.length - 1]!.position;
         if (isAfter(last, this.seen)) this.seen = last;
       } catch (err) {

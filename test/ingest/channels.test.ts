@@ -123,6 +123,10 @@ channels('when an http channel exists, then changes are POSTed in order with the
   assert.is(r.received[0]!.headers.authorization, 'Bearer s3cret');
   assert.is(r.received[0]!.headers['x-tenant'], 'blue');
   assert.is(r.received[0]!.body.iotnode._id, a);
+  // Each message carries its change's event id as its idempotency key, for a receiver to drop a repeat.
+  const keys = r.received.filter((x) => x.body.diff.seq).map((x) => x.headers['idempotency-key']);
+  assert.equal(keys, r.received.filter((x) => x.body.diff.seq).map((x) => x.body.event.id));
+  assert.is(new Set(keys).size, 20);
   await c.endAsync();
   await t.call('DELETE', `/api/channels/${channel.body._id}`);
   await r.close();

@@ -155,13 +155,13 @@ const restart = suite('http channel deliveries across a restart');
 
 restart('given a receiver that is down when the platform stops, when the platform starts again and the receiver is back, then every message is delivered in order', async () => {
   let down = true;
-  const requests: { status: number; seq: number }[] = [];
+  const requests: { status: number; seq: number; key: string | undefined }[] = [];
   const server = createServer((req, res) => {
     let text = '';
     req.on('data', (c) => (text += c));
     req.on('end', () => {
       res.statusCode = down ? 503 : 200;
-      requests.push({ status: res.statusCode, seq: JSON.parse(text).diff.seq });
+      requests.push({ status: res.statusCode, seq: JSON.parse(text).diff.seq, key: req.headers['idempotency-key'] as string | undefined });
       res.end();
     });
   });
@@ -186,6 +186,10 @@ restart('given a receiver that is down when the platform stops, when the platfor
     second = await startTestPlatform({ databaseUrl });
     await eventually(async () => requests.filter((r) => r.status === 200 && r.seq).length >= 3, 10000, 'the messages after the restart');
     assert.equal(requests.filter((r) => r.status === 200 && r.seq).map((r) => r.seq), [1, 2, 3]);
+    // The message tried before the stop and delivered after it kept its idempotency key.
+    const keysOfFirst = new Set(requests.filter((r) => r.seq === 1).map((r) => r.key));
+    assert.is(keysOfFirst.size, 1, `one key for message 1 over ${requests.filter((r) => r.seq === 1).length} attempts`);
+    assert.ok([...keysOfFirst][0], 'a key');
   } finally {
     await (second ?? first).stop().catch(() => undefined);
     await new Promise<void>((r) => server.close(() => r()));
