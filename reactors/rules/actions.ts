@@ -203,7 +203,8 @@ export class RuleActions {
         if (denied) return { ok: false, reason: denied };
         const channel = await this.deps.db.selectFrom('channels').select(['doc', 'secrets', 'protocol']).where('id', '=', config.channelId).executeTakeFirst();
         if (!channel) return { ok: false, reason: `channel ${config.channelId} no longer exists` };
-        const body = JSON.stringify(channelMessage(run, action.nodeId, config.message));
+        const message = channelMessage(run, action.nodeId, config.message);
+        const body = JSON.stringify(message);
         if (channel.protocol === 'mqtt') {
           const recipient = (channel.doc.mqtt as { recipient?: string } | undefined)?.recipient;
           if (!recipient) return { ok: false, reason: `channel ${config.channelId} has no MQTT recipient` };
@@ -214,6 +215,8 @@ export class RuleActions {
           const http = channel.doc.http as { url: string; headers?: Record<string, string> };
           const headers: Record<string, string> = { 'content-type': 'application/json', ...(http.headers ?? {}) };
           if (channel.secrets.authorization) headers.Authorization = channel.secrets.authorization;
+          // An action whose outcome a crash kept from being stored is done again: the receiver drops the repeat by this key.
+          headers['Idempotency-Key'] = message.id;
           const why = await this.post(http.url, headers, body);
           let origin = http.url;
           try {

@@ -1,34 +1,12 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn, execFile } from 'node:child_process';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { receiver } from '../support/receiver.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser, type GivenUser } from '../users/given.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from './support.js';
 
 const ROOT = 'svc/generic/v2/channels';
-
-interface Received {
-  headers: IncomingMessage['headers'];
-  body: any;
-}
-
-/** A local HTTP receiver; `status` decides each answer. */
-async function receiver(status: () => number = () => 200): Promise<{ url: string; received: Received[]; close(): Promise<void>; server: Server }> {
-  const received: Received[] = [];
-  const server = createServer((req, res) => {
-    let text = '';
-    req.on('data', (c) => (text += c));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body: JSON.parse(text) });
-      res.statusCode = status();
-      res.end();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, received, server, close: () => new Promise((r) => server.close(() => r())) };
-}
 
 const channels = suite<{ t: TestPlatform; p: Provider; user: GivenUser; a: string; b: string }>('Output topics, channels and device groups');
 

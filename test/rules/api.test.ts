@@ -2,6 +2,7 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventually } from '../ingest/support.js';
+import { receiver } from '../support/receiver.js';
 import { assertNothingWritten } from '../security/given.js';
 import { button, deviceNow, edge, givenDevice, givenRule, logAction, logged, onDevice, ruleLog, setField, when, type Node } from './given.js';
 
@@ -103,6 +104,25 @@ api('when a button is executed, then the run and its action outcomes are in the 
   assert.is(updates.length, 1);
   assert.is(updates[0]!.metadata.actor, `rule:${rule._id}`);
   assert.is(updates[0]!.metadata.causationId, res.body.runId);
+});
+
+api('when a button runs a channel action over http, then the message names the rule and run, and carries its id as the idempotency key', async ({ t, valve }) => {
+  const r = await receiver();
+  try {
+    const channel = await t.call('POST', '/api/channels', { body: { iotnode: valve._id, http: { url: r.url, headers: { 'X-Site': 'plant 2' } } } });
+    assert.is(channel.status, 201, channel.text);
+    const rule = await givenRule(t, `${valve.name}.notify`, [button(), { id: 'tell', type: 'action', config: { action: 'channel', channelId: channel.body._id, message: 'valve checked' } }], [edge('press', 'tell')]);
+    const res = await t.call('POST', `/api/rules-v2/${rule._id}/execute`, { body: { triggerNodeId: 'press' } });
+    assert.is(res.status, 202, res.text);
+    const got = await eventually(async () => r.received.find((x) => x.body.runId === res.body.runId), 10_000, 'the channel message');
+    assert.equal([got.body.rule._id, got.body.nodeId, got.body.message], [rule._id, 'tell', 'valve checked']);
+    assert.is(got.headers['x-site'], 'plant 2');
+    assert.type(got.body.id, 'string');
+    assert.is(got.headers['idempotency-key'], got.body.id);
+    await logged(t, rule._id, /action 'tell' \(channel\): message posted to http:\/\/127\.0\.0\.1/);
+  } finally {
+    await r.close();
+  }
 });
 
 api('when a device report matches a device trigger, then conditions decide; a failing condition leaves no run', async ({ t, boiler, valve }) => {
