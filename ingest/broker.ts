@@ -478,6 +478,19 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     limits,
     log,
     metrics: metrics && { dropped: metrics.sessionDrops, expired: metrics.sessionsExpired },
+    // A credentials set's or an app's sessions are told in its log, where its owner looks; a user's in the process log only.
+    tell: (session, what) => {
+      const slash = session.indexOf('/');
+      const owner = session.slice(0, slash);
+      const clientId = session.slice(slash + 1);
+      const resourceType = registry.credentialsSet(owner) ? 'credentialsSet' : registry.app(owner) ? 'app' : null;
+      if (!resourceType) return;
+      const [message, kind] =
+        'dropped' in what
+          ? [`MQTT session ${clientId}: ${what.dropped} queued message(s) dropped while its client was away; a session keeps the newest ${limits.queue}`, 'session queue full']
+          : [`MQTT session ${clientId} ended: its client was away longer than ${limits.expiryMs / 1000} s; its next connection starts a new session and must subscribe again`, 'session expired'];
+      logs.write({ resourceId: owner, resourceType, type: 'warning', priority: 'medium', category: 'system', message }, kind);
+    },
     ...(options.clock ? { now: () => options.clock!().getTime() } : {}),
   });
 

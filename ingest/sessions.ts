@@ -290,12 +290,17 @@ export class RedisLastSeen implements LastSeen {
   }
 }
 
-/** How often the broker times its sessions and ends those away too long: a quarter of the expiry, from 250 ms to a minute. */
-export const sweepInterval = (expiryMs: number) => Math.min(60_000, Math.max(250, Math.floor(expiryMs / 4)));
+/**
+ * How often the broker sums up what full queues dropped and, with an expiry,
+ * times its sessions and ends those away too long: a quarter of the expiry,
+ * from 250 ms to a minute.
+ */
+export const sweepInterval = (expiryMs: number) => (expiryMs > 0 ? Math.min(60_000, Math.max(250, Math.floor(expiryMs / 4))) : 60_000);
 /** Sessions ended per claim; a sweep claims until none is left. */
 const CLAIM_BATCH = 100;
-/** Sessions named in one log line about full queues. */
+/** Sessions named in one process log line about full queues, and told of it in their owner's log per sweep. */
 const NAMED = 10;
+const TOLD = 100;
 
 type KeptClient = { id: string; clean: boolean };
 interface KeptBroker {
@@ -310,15 +315,17 @@ export interface SessionKeeping {
   limits: SessionLimits;
   log: { info(o: object, msg: string): void; warn(o: object, msg: string): void; error(o: object, msg: string): void };
   metrics?: { dropped: { inc(n?: number): void }; expired: { inc(n?: number): void } } | null;
+  /** Tells a session's owner (its credentials set's or app's log) what became of it. */
+  tell?: (session: string, what: { dropped: number } | { ended: true }) => void;
   now?: () => number;
 }
 
 /**
- * Applies the session limits on a broker: counts and logs what full queues
- * drop, times each persistent session from its connection and departure (and,
- * every sweep, its connection still open, so a session on a live node never
- * looks abandoned while one on a node that died ages from its last sweep),
- * and ends the sessions away longer than the expiry.
+ * Applies the session limits on a broker: counts what full queues drop and
+ * sums it up once a sweep, times each persistent session from its connection
+ * and departure (and, every sweep, its connection still open, so a session on
+ * a live node never looks abandoned while one on a node that died ages from
+ * its last sweep), and ends the sessions away longer than the expiry.
  *
  * A client that reconnects in the very sweep that ends its session may be
  * told its session is present while its subscriptions are being deleted; its
@@ -328,21 +335,21 @@ export interface SessionKeeping {
 export function keepSessions(broker: KeptBroker, k: SessionKeeping): { sweep(): Promise<void>; stop(): Promise<void> } {
   const now = k.now ?? Date.now;
   const failed = (what: string) => (err: unknown) => k.log.error({ err }, `MQTT sessions: ${what} failed`);
+  const expires = k.limits.expiryMs > 0;
 
-  // Full queues: counted at once, logged at most once a minute with the sessions concerned.
+  // Full queues: counted at once, summed up at each sweep.
   const full = new Map<string, number>();
-  let lastLogged = 0;
   k.persistence.dropped = (clientId, count) => {
     k.metrics?.dropped.inc(count);
     full.set(clientId, (full.get(clientId) ?? 0) + count);
-    if (now() - lastLogged < 60_000) return;
-    lastLogged = now();
+  };
+  const sumUp = () => {
+    if (full.size === 0) return;
     const named = [...full.entries()].slice(0, NAMED).map(([session, dropped]) => ({ session, dropped }));
     k.log.warn({ sessions: named, more: Math.max(0, full.size - NAMED), limit: k.limits.queue }, 'MQTT sessions: queues full while their consumers are away; their oldest messages were dropped');
+    for (const [session, dropped] of [...full.entries()].slice(0, TOLD)) k.tell?.(session, { dropped });
     full.clear();
   };
-
-  if (k.limits.expiryMs <= 0) return { sweep: async () => undefined, stop: async () => undefined };
 
   const connected = (client: KeptClient) => {
     if (client.clean) k.seen.forget(client.id).catch(failed('forgetting a clean session'));
@@ -351,12 +358,14 @@ export function keepSessions(broker: KeptBroker, k: SessionKeeping): { sweep(): 
   const left = (client: KeptClient) => {
     if (!client.clean) k.seen.seen([client.id], now()).catch(failed('timing a session'));
   };
-  broker.on('client', connected);
-  broker.on('clientDisconnect', left);
+  if (expires) {
+    broker.on('client', connected);
+    broker.on('clientDisconnect', left);
+  }
 
   let adopted = false;
   let running: Promise<void> | null = null;
-  const sweepOnce = async () => {
+  const expire = async () => {
     const at = now();
     if (!adopted && k.persistence instanceof BoundedRedisPersistence) {
       // Sessions stored before they were timed start counting now.
@@ -384,12 +393,18 @@ export function keepSessions(broker: KeptBroker, k: SessionKeeping): { sweep(): 
         }
         k.metrics?.expired.inc();
         k.log.info({ session: id, awayMs: k.limits.expiryMs }, 'MQTT session ended: its client has been away longer than the session expiry');
+        k.tell?.(id, { ended: true });
       }
       if (claimed.length < CLAIM_BATCH) return;
     }
   };
   const sweep = () => {
-    running ??= sweepOnce().catch(failed('sweeping')).finally(() => (running = null));
+    running ??= (async () => {
+      sumUp();
+      if (expires) await expire();
+    })()
+      .catch(failed('sweeping'))
+      .finally(() => (running = null));
     return running;
   };
   const timer = setInterval(() => void sweep(), sweepInterval(k.limits.expiryMs));
@@ -401,6 +416,7 @@ export function keepSessions(broker: KeptBroker, k: SessionKeeping): { sweep(): 
       broker.off('client', connected);
       broker.off('clientDisconnect', left);
       await running;
+      sumUp();
     },
   };
 }

@@ -8,6 +8,7 @@ import { TestClock } from '../support/clock.js';
 import { scrape } from '../support/metrics.js';
 import { RedisLastSeen } from '../../ingest/sessions.js';
 import { deviceOf, eventually, givenProvider, type Provider } from './support.js';
+import { logsOf } from '../translators/given.js';
 
 /**
  * Persistent MQTT sessions (`clean: false`) are bounded: a queue keeps the
@@ -97,7 +98,15 @@ function scenarios(name: string, start: (ctx: Ctx) => Promise<void>, stop: (ctx:
     assert.equal(back.got, [4, 5, 6, 7, 8]);
     const metrics = await scrape(ctx.t.baseUrl, TOKEN);
     assert.is(metrics.value('platform_mqtt_session_messages_dropped_total'), 3);
-    assert.ok(ctx.t.logs.some((l) => String(l.msg).includes('queues full while their consumers are away')), 'a full queue is logged');
+    // Summed up at the next sweep, in the process log,
+    await eventually(async () => ctx.t.logs.some((l) => String(l.msg).includes('queues full while their consumers are away')), 5_000, 'a full queue logged');
+    // and in the set's log, where its owner reads it.
+    const told = await eventually(async () => {
+      const entries = (await logsOf(ctx.t, ctx.p.setId)).filter((l) => l.message.startsWith('MQTT session feed: '));
+      const sum = entries.reduce((n, l) => n + Number(/^MQTT session feed: (\d+) queued message\(s\) dropped while its client was away; a session keeps the newest 5$/.exec(l.message)?.[1] ?? NaN), 0);
+      return sum === 3 ? entries : undefined;
+    }, 5_000, 'the entries in the set\'s log, 3 dropped in all');
+    assert.equal([told[0]!.type, told[0]!.category], ['warning', 'system']);
     await end(back.client);
   });
 
@@ -130,6 +139,7 @@ function scenarios(name: string, start: (ctx: Ctx) => Promise<void>, stop: (ctx:
     assert.equal(back.got, [], 'nothing queued');
     const metrics = await scrape(ctx.t.baseUrl, TOKEN);
     assert.ok((metrics.value('platform_mqtt_sessions_expired_total') ?? 0) >= 1);
+    await eventually(async () => (await logsOf(ctx.t, ctx.p.setId)).some((l) => l.message.startsWith(`MQTT session gone ended: its client was away longer than ${EXPIRY_S} s`)), 5_000, 'the entry in the set\'s log');
     await end(back.client);
   });
 
