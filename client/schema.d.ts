@@ -4498,8 +4498,9 @@ export interface components {
      * Each change of a covered device (registration, REST update, MQTT report) is sent as
      * `{iotnode, diff, event}`: the device after the change, the changed top-level attributes only (a removed one
      * as `null`), and `{id, type, time, actor}` of the event. `mqtt` publishes it at QoS 1 on
-     * `svc/output/v2/<recipient>/iotnode/<iotnodeId>`. `http` POSTs it as JSON to `url` with `headers`; a
-     * delivery is tried up to 5 times (waits of 0.25, 0.5, 1 and 2 s; 5 s time-out per request; 4xx other than
+     * `svc/output/v2/<recipient>/iotnode/<iotnodeId>`. `http` POSTs it as JSON to `url` with `headers` and
+     * `Idempotency-Key: <event id>`. Delivery is at least once: a change may arrive twice around a restart, with
+     * the same `event.id` (and key) both times. A delivery is tried up to 5 times (waits of 0.25, 0.5, 1 and 2 s; 5 s time-out per request; 4xx other than
      * 408 and 429 is final at once); a delivery that finally failed is logged on the device; messages of one
      * device are sent in order. `cloudIotHub`, `bacnet`, `knx` and `modbus` are validated and stored; this build
      * does not deliver them and logs each skipped delivery on the channel.
