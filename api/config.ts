@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import { hostname } from 'node:os';
 import { DEFAULT_SESSION_LIMITS } from '../ingest/sessions.js';
+import { DEFAULT_STALL_MS } from '../ingest/broker.js';
 
 /**
  * Configuration, all from the environment, checked at start. A bad value stops
@@ -35,6 +36,8 @@ export interface Config {
   mqttSessionQueueLimit: number;
   /** How long a persistent MQTT session's client may be away before the session ends, in seconds; 0: never. */
   mqttSessionExpirySeconds: number;
+  /** How long an MQTT connection's unsent output may wait for its client to read before the connection is closed, in seconds. */
+  mqttDrainTimeoutSeconds: number;
 }
 
 /** The persistent MQTT sessions' bounds, as the broker (and in a cluster its Redis store) takes them. */
@@ -112,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     calculationWindowReadings: int('CALCULATION_WINDOW_READINGS', 2_000_000, 0, 100_000_000),
     mqttSessionQueueLimit: int('MQTT_SESSION_QUEUE_LIMIT', DEFAULT_SESSION_LIMITS.queue, 1, 10_000_000),
     mqttSessionExpirySeconds: int('MQTT_SESSION_EXPIRY_SECONDS', DEFAULT_SESSION_LIMITS.expiryMs / 1000, 0, 10 * 365 * 86_400),
+    mqttDrainTimeoutSeconds: int('MQTT_DRAIN_TIMEOUT_SECONDS', DEFAULT_STALL_MS / 1000, 1, 3600),
   };
 }
 

@@ -218,7 +218,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     });
     started.push(() => ingest.stop());
     const tls = config.mqttTls && { port: config.mqttTls.port, cert: readFileSync(config.mqttTls.certFile, 'utf8'), key: readFileSync(config.mqttTls.keyFile, 'utf8') };
-    const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock, sessions: sessionLimits(config), ...(cluster ? { backends: cluster.redis.backends, sync: () => projections.sync(config.projectionWaitMs) } : {}) });
+    const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock, sessions: sessionLimits(config), stallMs: config.mqttDrainTimeoutSeconds * 1000, ...(cluster ? { backends: cluster.redis.backends, sync: () => projections.sync(config.projectionWaitMs) } : {}) });
 
     // Reactors: side effects driven by committed events, each from its own checkpoint (in a cluster: where it leads).
     const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs, cluster: deps.cluster };

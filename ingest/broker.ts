@@ -79,6 +79,9 @@ export interface BrokerBackends {
   sessions: { store: BoundedPersistence; seen: LastSeen };
 }
 
+/** How long a connection's unsent output may wait for the client to read before the connection is closed. */
+export const DEFAULT_STALL_MS = 30_000;
+
 /** A TLS handshake that fails within this time is refused; a client that says nothing is cut off. */
 const TLS_HANDSHAKE_MS = 10_000;
 /** Refused TLS handshakes logged per second at most; the rest are counted. */
@@ -103,6 +106,8 @@ export interface BrokerOptions {
   backends?: BrokerBackends;
   /** Bounds on persistent sessions (`ingest/sessions.ts`); in a cluster the persistence was made with the same. */
   sessions?: SessionLimits;
+  /** A connection whose unsent output has not drained for this long is closed (`guardUnsent`). */
+  stallMs?: number;
   /**
    * In a cluster: waits until the registry holds what the read models show
    * (`ProjectionRunner.sync`); a login under a name, or a publish on a topic,
@@ -194,6 +199,56 @@ export function guardPacketSize(stream: Readable, limit: number = MAX_PACKET_BYT
     return push.call(this, chunk as Buffer, encoding);
   };
 }
+/** A connection's unsent output beyond this many bytes closes it at once. */
+export const MAX_UNSENT_BYTES = 64 * 1024 * 1024;
+
+/** The error that closes a connection that does not take what the broker sends it. */
+export class StalledReaderError extends Error {
+  constructor(readonly unsent: number, readonly stalledMs: number) {
+    super(stalledMs > 0 ? `${unsent} bytes waited ${Math.round(stalledMs / 1000)} s for the client to read them` : `${unsent} bytes waited for the client, more than the limit of ${MAX_UNSENT_BYTES}`);
+  }
+}
+
+/**
+ * Keeps a connection that stops reading from holding up everyone else. aedes
+ * hands a message to the next one only once every subscriber's connection
+ * took it, and waits for a full connection to drain: one consumer that stops
+ * reading (a frozen process, a dead link not yet noticed) would stall every
+ * output topic until aedes's drain time-out. So this connection never asks
+ * the broker to wait: what it cannot send yet is kept in its own buffer, and
+ * the connection is closed when that buffer has not emptied within `stallMs`
+ * of the first write that found it full, or holds more than
+ * `MAX_UNSENT_BYTES` (not checked while corked: the output reactor's batch
+ * leaves at once when uncorked).
+ */
+export function guardUnsent(stream: NodeJS.WritableStream & { writableLength: number; writableCorked: number; destroy(error?: Error): void; destroyed: boolean }, stallMs: number): void {
+  let fullSince = 0;
+  let timer: NodeJS.Timeout | null = null;
+  const cut = (stalledMs: number) => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    if (!stream.destroyed) stream.destroy(new StalledReaderError(stream.writableLength, stalledMs));
+  };
+  stream.on('drain', () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+  });
+  stream.on('close', () => timer && clearTimeout(timer));
+  const write = stream.write;
+  stream.write = function unblockedWrite(this: typeof stream, ...args: unknown[]): boolean {
+    const room = (write as (...a: unknown[]) => boolean).apply(this, args);
+    if (stream.destroyed) return true;
+    if (stream.writableCorked === 0 && stream.writableLength > MAX_UNSENT_BYTES) cut(0);
+    else if (!room && !timer) {
+      // Full: the client has until the time-out to take it all.
+      fullSince = Date.now();
+      timer = setTimeout(() => cut(Date.now() - fullSince), stallMs);
+      timer.unref();
+    }
+    return true;
+  } as typeof stream.write;
+}
+
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest();
 
 /**
@@ -451,6 +506,13 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
    * the process log when the connection has no credentials set.
    */
   const connectionEnded = (client: Client | null | undefined, err: Error) => {
+    if (err instanceof StalledReaderError) {
+      const session = client ? sessions.get(client) : undefined;
+      log.warn({ clientId: client?.id, session, unsent: err.unsent }, `MQTT consumer cut off: ${err.message}`);
+      const resourceType = session?.kind === 'credentials' ? 'credentialsSet' : session?.kind === 'app' ? 'app' : null;
+      if (session && resourceType) logs.write({ resourceId: session.id, resourceType, type: 'warning', priority: 'high', category: 'system', message: `MQTT connection of client ${session.clientId} closed: ${err.message}` }, 'stalled reader');
+      return;
+    }
     const tooLarge = err instanceof PacketTooLargeError || (err as { code?: string }).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
     if (!tooLarge && (reported.has(err) || typeof (err as { code?: unknown }).code === 'string' || ORDINARY_END.test(err.message))) {
       return log.debug({ clientId: client?.id, err: err.message }, 'MQTT connection ended');
@@ -517,9 +579,11 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   };
 
   // TCP and TLS connections go the same way: the packet size guard, then aedes with its logins and topic rules.
+  const stallMs = options.stallMs ?? DEFAULT_STALL_MS;
   const serve = (transport: 'tcp' | 'tls') => (socket: Socket) => {
     counted(transport, socket);
     guardPacketSize(socket);
+    guardUnsent(socket, stallMs);
     aedes.handle(socket);
   };
   const server: NetServer = createServer(serve('tcp'));
@@ -578,6 +642,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       const stream = createWebSocketStream(ws);
       counted('ws', ws);
       guardPacketSize(stream);
+      guardUnsent(stream, stallMs);
       stream.on('error', () => stream.destroy());
       aedes.handle(stream, req);
     });

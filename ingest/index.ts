@@ -40,7 +40,7 @@ export interface Ingest {
    * cannot be stored now.
    */
   external(m: { connectorId: string; clientId: string; topic: string; payload: Record<string, unknown>; hash: string; packetId?: number; dup: boolean; receivedAt: string }): Promise<void>;
-  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string; clock?: () => Date } & Pick<BrokerOptions, 'tls' | 'metrics' | 'sync' | 'backends' | 'sessions'>): Promise<Broker>;
+  start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string; clock?: () => Date } & Pick<BrokerOptions, 'tls' | 'metrics' | 'sync' | 'backends' | 'sessions' | 'stallMs'>): Promise<Broker>;
   stop(): Promise<void>;
 }
 
@@ -85,9 +85,9 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
         });
       }),
     broker: null,
-    async start({ mqttPort, httpServer, jwtSecret, tls, metrics, clock, backends, sync, sessions }) {
+    async start({ mqttPort, httpServer, jwtSecret, tls, metrics, clock, backends, sync, sessions, stallMs }) {
       await pipeline.seed();
-      const broker = await startBroker({ port: mqttPort, tls, httpServer, registry, pipeline, logs, log, db, jwtSecret, metrics, clock, sessions, ...(backends ? { backends } : {}), ...(sync ? { sync } : {}) });
+      const broker = await startBroker({ port: mqttPort, tls, httpServer, registry, pipeline, logs, log, db, jwtSecret, metrics, clock, sessions, stallMs, ...(backends ? { backends } : {}), ...(sync ? { sync } : {}) });
       ingest.broker = broker;
       purge = setInterval(() => {
         purgeExpiredLogs(db).catch((err) => log.error({ err }, 'purging expired log entries failed'));

@@ -20,6 +20,7 @@ config('given an empty environment, then the documented defaults apply', () => {
   assert.is(c.mqttSessionQueueLimit, 10_000);
   assert.is(c.mqttSessionExpirySeconds, 86_400, 'a persistent session ends a day after its client left');
   assert.is(loadConfig({ MQTT_SESSION_EXPIRY_SECONDS: '0' }).mqttSessionExpirySeconds, 0, '0: sessions never expire');
+  assert.is(c.mqttDrainTimeoutSeconds, 30);
 });
 
 for (const [name, value, words] of [
@@ -37,6 +38,7 @@ for (const [name, value, words] of [
   ['TLS_KEY_FILE', '/etc/hostname', /TLS_CERT_FILE and TLS_KEY_FILE must be set together/],
   ['MQTT_SESSION_QUEUE_LIMIT', '0', /MQTT_SESSION_QUEUE_LIMIT must be a whole number from 1 to/],
   ['MQTT_SESSION_EXPIRY_SECONDS', '1d', /MQTT_SESSION_EXPIRY_SECONDS must be a whole number/],
+  ['MQTT_DRAIN_TIMEOUT_SECONDS', '0', /MQTT_DRAIN_TIMEOUT_SECONDS must be a whole number from 1 to 3600/],
 ] as const) {
   config(`when ${name}=${value}, then start-up stops with a message naming ${name}`, () => {
     try {
