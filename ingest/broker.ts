@@ -199,8 +199,10 @@ export function guardPacketSize(stream: Readable, limit: number = MAX_PACKET_BYT
     return push.call(this, chunk as Buffer, encoding);
   };
 }
-/** A connection's unsent output beyond this many bytes closes it at once. */
+/** A connection's unsent output beyond this many bytes closes it at the next check. */
 export const MAX_UNSENT_BYTES = 64 * 1024 * 1024;
+/** How often a connection whose buffer is full is checked, until it drains. */
+const UNSENT_CHECK_MS = 1000;
 
 /** The error that closes a connection that does not take what the broker sends it. */
 export class StalledReaderError extends Error {
@@ -218,31 +220,32 @@ export class StalledReaderError extends Error {
  * the broker to wait: what it cannot send yet is kept in its own buffer, and
  * the connection is closed when that buffer has not emptied within `stallMs`
  * of the first write that found it full, or holds more than
- * `MAX_UNSENT_BYTES` (not checked while corked: the output reactor's batch
- * leaves at once when uncorked).
+ * `MAX_UNSENT_BYTES` at a check (every second while it is full; never inside
+ * a write, where a corked batch may briefly hold more).
  */
-export function guardUnsent(stream: NodeJS.WritableStream & { writableLength: number; writableCorked: number; destroy(error?: Error): void; destroyed: boolean }, stallMs: number): void {
+export function guardUnsent(stream: NodeJS.WritableStream & { writableLength: number; destroy(error?: Error): void; destroyed: boolean }, stallMs: number): void {
   let fullSince = 0;
   let timer: NodeJS.Timeout | null = null;
-  const cut = (stalledMs: number) => {
-    if (timer) clearTimeout(timer);
+  const stop = () => {
+    if (timer) clearInterval(timer);
     timer = null;
-    if (!stream.destroyed) stream.destroy(new StalledReaderError(stream.writableLength, stalledMs));
   };
-  stream.on('drain', () => {
-    if (timer) clearTimeout(timer);
-    timer = null;
-  });
-  stream.on('close', () => timer && clearTimeout(timer));
+  const check = () => {
+    const stalled = Date.now() - fullSince;
+    const over = stream.writableLength > MAX_UNSENT_BYTES;
+    if (!over && stalled < stallMs) return;
+    stop();
+    if (!stream.destroyed) stream.destroy(new StalledReaderError(stream.writableLength, over ? 0 : stalled));
+  };
+  stream.on('drain', stop);
+  stream.on('close', stop);
   const write = stream.write;
   stream.write = function unblockedWrite(this: typeof stream, ...args: unknown[]): boolean {
     const room = (write as (...a: unknown[]) => boolean).apply(this, args);
-    if (stream.destroyed) return true;
-    if (stream.writableCorked === 0 && stream.writableLength > MAX_UNSENT_BYTES) cut(0);
-    else if (!room && !timer) {
-      // Full: the client has until the time-out to take it all.
+    if (!room && !timer && !stream.destroyed) {
+      // Full: checked every second (never inside a write, which mqtt-packet and the output reactor cork) until it drains.
       fullSince = Date.now();
-      timer = setTimeout(() => cut(Date.now() - fullSince), stallMs);
+      timer = setInterval(check, Math.min(stallMs, UNSENT_CHECK_MS));
       timer.unref();
     }
     return true;
