@@ -126,8 +126,6 @@ export interface Broker {
   publish(topic: string, payload: Buffer | string, qos?: 0 | 1): Promise<void>;
   /** Corks the connections subscribed to output topics; the returned function uncorks them. */
   holdConsumers(): () => void;
-  /** The persistent sessions' limits at work; `sweep` ends now the sessions away longer than the expiry. */
-  sessions: { sweep(): Promise<void> };
   close(): Promise<void>;
 }
 
@@ -667,7 +665,6 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         for (const c of conns) c.uncork();
       };
     },
-    sessions: sessionKeeping,
     async close() {
       stopRevoking();
       await sessionKeeping.stop();
