@@ -31,6 +31,8 @@ export interface BoundedPersistence {
   dropped: (clientId: string, count: number) => void;
   cleanSubscriptions(client: { id: string }): Promise<void>;
   cleanIncoming?(client: { id: string }): Promise<void>;
+  /** The sessions a store kept across restarts (Redis), which may predate their timing; none in memory. */
+  stored?(): Promise<string[]>;
 }
 
 /** When each persistent session's client was last seen connected, shared by the nodes of a cluster. */
@@ -156,11 +158,6 @@ export class BoundedMemoryPersistence extends (MemoryPersistence as new (opts?: 
     this.#queues.delete(clientId);
     this.#ids.delete(clientId);
   }
-
-  /** Messages queued for a session (tests, and the bound's own checks). */
-  queued(clientId: string): number {
-    return this.#queues.get(clientId)?.size ?? 0;
-  }
 }
 
 /**
@@ -224,16 +221,12 @@ export class BoundedRedisPersistence extends RedisPersistence implements Bounded
     trimmed.forEach((n, i) => n > 0 && this.dropped(subs[i]!.clientId, n));
   }
 
-  async outgoingEnqueue(sub: { clientId: string }, packet: Packet): Promise<void> {
-    await this.outgoingEnqueueCombi([sub], packet);
-  }
-
   async dropQueue(clientId: string): Promise<void> {
     await this.#conn.trimSessionQueue(queueKey(clientId), 0);
   }
 
   /** The sessions with subscriptions in the store. */
-  sessions(): Promise<string[]> {
+  stored(): Promise<string[]> {
     return this.#conn.smembers(SESSIONS_KEY);
   }
 }
@@ -332,7 +325,7 @@ export interface SessionKeeping {
  * connection keeps receiving, and its next one gets `sessionPresent: false`,
  * on which a consumer subscribes again (docs/mqtt.md).
  */
-export function keepSessions(broker: KeptBroker, k: SessionKeeping): { sweep(): Promise<void>; stop(): Promise<void> } {
+export function keepSessions(broker: KeptBroker, k: SessionKeeping): { stop(): Promise<void> } {
   const now = k.now ?? Date.now;
   const failed = (what: string) => (err: unknown) => k.log.error({ err }, `MQTT sessions: ${what} failed`);
   const expires = k.limits.expiryMs > 0;
@@ -367,9 +360,9 @@ export function keepSessions(broker: KeptBroker, k: SessionKeeping): { sweep(): 
   let running: Promise<void> | null = null;
   const expire = async () => {
     const at = now();
-    if (!adopted && k.persistence instanceof BoundedRedisPersistence) {
+    if (!adopted && k.persistence.stored) {
       // Sessions stored before they were timed start counting now.
-      await k.seen.adopt(await k.persistence.sessions(), at);
+      await k.seen.adopt(await k.persistence.stored(), at);
       adopted = true;
     }
     const open = Object.values(broker.clients).filter((c) => !c.clean).map((c) => c.id);
@@ -410,7 +403,6 @@ export function keepSessions(broker: KeptBroker, k: SessionKeeping): { sweep(): 
   const timer = setInterval(() => void sweep(), sweepInterval(k.limits.expiryMs));
   timer.unref();
   return {
-    sweep,
     async stop() {
       clearInterval(timer);
       broker.off('client', connected);

@@ -9,6 +9,7 @@ import type { Database } from '../../projections/database.js';
 import type { Registry } from '../../ingest/registry.js';
 import { ChangeTracker, type Change } from './changes.js';
 import { deadline } from '../../domain/shared/deadline.js';
+import type { ChannelDoc, ChannelSecrets } from '../../domain/channels/channel.js';
 
 /**
  * Retry policy of `http` channels: up to 5 attempts per message, waiting
@@ -244,12 +245,8 @@ export class HttpChannels {
       // Looked up for each attempt: the channel may have been deleted, or the device left its group.
       const channel = this.channelFor(channelId, item.deviceId);
       if (!channel) return true;
-      const http = channel.doc.http as { url: string; headers?: Record<string, string> };
-      const headers: Record<string, string> = { 'content-type': 'application/json', ...(http.headers ?? {}) };
-      if (channel.secrets.authorization) headers.Authorization = channel.secrets.authorization;
-      // Delivery is at least once: a message sent again around a restart carries the same key.
-      headers['Idempotency-Key'] = item.eventId;
-      url = http.url;
+      const headers = channelHeaders(channel, item.eventId);
+      url = (channel.doc.http as { url: string }).url;
       // Only the node that leads delivers: checked before each POST.
       try {
         await this.fence?.check();
@@ -261,7 +258,7 @@ export class HttpChannels {
         attempt--;
         continue;
       }
-      const result = await this.post(url, headers, item.body);
+      const result = await postOnce(url, headers, item.body, this.retry.timeoutMs, this.signal);
       if (this.signal.aborted) return false;
       if (result.ok) return true;
       why = result.why;
@@ -290,20 +287,34 @@ export class HttpChannels {
     );
     return true;
   }
+}
 
-  private async post(url: string, headers: Record<string, string>, body: string): Promise<{ ok: boolean; final: boolean; why: string }> {
-    const limit = deadline(this.retry.timeoutMs, this.signal);
-    try {
-      const res = await fetch(url, { method: 'POST', headers, body, signal: limit.signal });
-      await res.arrayBuffer().catch(() => undefined);
-      if (res.ok) return { ok: true, final: true, why: '' };
-      const final = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
-      return { ok: false, final, why: `HTTP ${res.status}` };
-    } catch (err) {
-      return { ok: false, final: false, why: (err as Error).message };
-    } finally {
-      limit.clear();
-    }
+/**
+ * The headers of a POST to an `http` channel: its own, its write-only
+ * `Authorization`, and `Idempotency-Key`, the same in every delivery of one
+ * message (delivery is at least once), for the receiver to drop a repeat.
+ */
+export function channelHeaders(channel: { doc: ChannelDoc; secrets: ChannelSecrets }, key: string): Record<string, string> {
+  const http = channel.doc.http as { headers?: Record<string, string> };
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...(http.headers ?? {}) };
+  if (channel.secrets.authorization) headers.Authorization = channel.secrets.authorization;
+  headers['Idempotency-Key'] = key;
+  return headers;
+}
+
+/** One POST to a channel's receiver: delivered, or why not and whether a retry could help (not a 4xx other than 408 and 429). */
+export async function postOnce(url: string, headers: Record<string, string>, body: string, timeoutMs: number, signal: AbortSignal): Promise<{ ok: boolean; final: boolean; why: string }> {
+  const limit = deadline(timeoutMs, signal);
+  try {
+    const res = await fetch(url, { method: 'POST', headers, body, signal: limit.signal });
+    await res.arrayBuffer().catch(() => undefined);
+    if (res.ok) return { ok: true, final: true, why: '' };
+    const final = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
+    return { ok: false, final, why: `HTTP ${res.status}` };
+  } catch (err) {
+    return { ok: false, final: false, why: (err as Error).message };
+  } finally {
+    limit.clear();
   }
 }
 

@@ -14,7 +14,7 @@ import { ruleActor } from '../../domain/rules/rule.js';
 import { outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
 import { causedId, derivedResourceId } from '../../domain/shared/ids.js';
 import { NO_OWNER } from './views.js';
-import { deadline } from '../../domain/shared/deadline.js';
+import { channelHeaders, postOnce } from '../channels/http.js';
 
 /** What actions reach outside the event store with. */
 export interface ActionIo {
@@ -212,12 +212,9 @@ export class RuleActions {
           return { ok: true, detail: `message published to ${recipient} through channel ${config.channelId}` };
         }
         if (channel.protocol === 'http') {
-          const http = channel.doc.http as { url: string; headers?: Record<string, string> };
-          const headers: Record<string, string> = { 'content-type': 'application/json', ...(http.headers ?? {}) };
-          if (channel.secrets.authorization) headers.Authorization = channel.secrets.authorization;
-          // An action whose outcome a crash kept from being stored is done again: the receiver drops the repeat by this key.
-          headers['Idempotency-Key'] = message.id;
-          const why = await this.post(http.url, headers, body);
+          const http = channel.doc.http as { url: string };
+          // An action whose outcome a crash kept from being stored is done again: the receiver drops the repeat by its id.
+          const why = await this.post(http.url, channelHeaders(channel, message.id), body);
           let origin = http.url;
           try {
             origin = new URL(http.url).origin;
@@ -251,18 +248,10 @@ export class RuleActions {
     let why = '';
     for (let attempt = 1; attempt <= CHANNEL_ACTION_RETRY.attempts; attempt++) {
       if (this.stopping.signal.aborted) return 'the platform stopped';
-      const limit = deadline(CHANNEL_ACTION_RETRY.timeoutMs, this.stopping.signal);
-      try {
-        const res = await fetch(url, { method: 'POST', headers, body, signal: limit.signal });
-        await res.arrayBuffer().catch(() => undefined);
-        if (res.ok) return null;
-        why = `HTTP ${res.status}`;
-        if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) break;
-      } catch (err) {
-        why = (err as Error).message;
-      } finally {
-        limit.clear();
-      }
+      const result = await postOnce(url, headers, body, CHANNEL_ACTION_RETRY.timeoutMs, this.stopping.signal);
+      if (result.ok) return null;
+      why = result.why;
+      if (result.final) break;
       if (attempt < CHANNEL_ACTION_RETRY.attempts) await new Promise((r) => setTimeout(r, CHANNEL_ACTION_RETRY.firstDelayMs * 2 ** (attempt - 1)));
     }
     return why;
