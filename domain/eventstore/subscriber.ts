@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { EventStore, Subscription } from './port.js';
 import type { Position, RecordedEvent } from '../shared/events.js';
 import { LeaseLostError, SOLE, type Fence, type Leases } from './leases.js';
+import { UnavailableError } from '../shared/errors.js';
 
 /**
  * The one mechanism for everything that follows the event log: the
@@ -179,18 +180,18 @@ export class CheckpointedSubscriber<DB> {
       return;
     } catch (error) {
       // The first failure is retried as it is, by the subscription, after a pause: most failures are passing ones.
-      if (error instanceof LeaseLostError || ++this.failures < 2) throw error;
+      if (passing(error) || ++this.failures < 2) throw error;
     }
     this.failures = 0;
     for (const event of batch) {
       try {
         await this.apply([event]);
       } catch (first) {
-        if (first instanceof LeaseLostError || !(await this.databaseAnswers())) throw first;
+        if (passing(first) || !(await this.databaseAnswers())) throw first;
         try {
           await this.apply([event]);
         } catch (again) {
-          if (again instanceof LeaseLostError || !(await this.databaseAnswers())) throw again;
+          if (passing(again) || !(await this.databaseAnswers())) throw again;
           await this.park(event, again);
         }
       }
@@ -319,6 +320,15 @@ export class CheckpointedSubscriber<DB> {
     this.options.done?.(batch, last);
   }
 }
+
+/**
+ * Failures that say nothing about the event, so it is never set aside for them
+ * and the subscription tries again after its pause: the lead lost, or the read
+ * models a handler waits for not caught up yet (a slow or paused projection
+ * runner, a rebuild's swap). Parking for those would drop the event's effect
+ * for good while the database still answers.
+ */
+const passing = (error: unknown): boolean => error instanceof LeaseLostError || error instanceof UnavailableError;
 
 /** The fence of a subscriber that does not lead: every check fails. */
 const STANDBY: Fence = {
