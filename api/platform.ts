@@ -48,7 +48,6 @@ import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { startCluster, type ClusterNode } from './cluster.js';
-import { leaderOnly } from '../domain/eventstore/leases.js';
 import { liveChannelRoutes } from './channels/live.js';
 import { createMetrics, metricsRoute , type Lagging } from './metrics.js';
 import { measuredStore } from '../domain/eventstore/measured.js';
@@ -227,12 +226,17 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
       new HttpChannels(store, db, ingest.registry, ingest.logs, log, undefined, deps.cluster),
       new GeofenceTracking(deps),
-      new CommandDelivery({ ...reactorDeps, projections }, (connector, topic, message, key) => {
-        if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
-        return externalBrokers.publish(connector.id, topic, message, key, COMMAND_RETRY.callTimeoutMs);
-      }),
-      // One connection per connector across the cluster: held by the node that leads `external-brokers`.
-      leaderOnly(cluster?.leases ?? null, 'external-brokers', externalBrokers),
+      // One connection per connector to an external broker across the cluster: held where command delivery leads,
+      // so the node that sends a command holds the connection it leaves through.
+      new CommandDelivery(
+        { ...reactorDeps, projections },
+        (connector, topic, message, key) => {
+          if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
+          return externalBrokers.publish(connector.id, topic, message, key, COMMAND_RETRY.callTimeoutMs);
+        },
+        COMMAND_RETRY,
+        externalBrokers,
+      ),
       new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
       calculations,
     ];

@@ -353,15 +353,6 @@ export class Leases {
 
 const lockKey = (part: string) => `platform-lease:${part}`;
 
-/** Runs a part with `start`/`stop` only where it leads (cluster), or always (single process: `leases` null). */
-export function leaderOnly(leases: Leases | null, part: string, target: { start(): Promise<void>; stop(): Promise<void> }): { start(): Promise<void>; stop(): Promise<void> } {
-  if (!leases) return target;
-  return {
-    start: async () => leases.register(part, { lead: () => target.start(), standDown: () => target.stop() }),
-    stop: () => leases.unregister(part),
-  };
-}
-
 /** The payload `NOTIFY`d with a checkpoint, inside the transaction that stores it. */
 export async function notifyCheckpoint(tx: Transaction<any>, name: string, commit: bigint, prepare: bigint): Promise<void> {
   await sql`SELECT pg_notify(${CHANNEL}, ${`${name} ${commit} ${prepare}`})`.execute(tx);

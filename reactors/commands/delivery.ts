@@ -50,6 +50,8 @@ export class CommandDelivery {
   /** Its follower of the event log (its lag is measured from it). */
   readonly subscriber: CheckpointedSubscriber<Database>;
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Commands whose retry is under way (its timer fired): no second timer is set for them meanwhile. */
+  private readonly retrying = new Set<string>();
   /** Commands this process handed to a network server or broker whose outcome is not recorded yet. */
   private readonly sent = new Set<string>();
   /** When this node started delivering (took the lead, in a cluster): a command requested before may have been under way elsewhere. */
@@ -60,6 +62,11 @@ export class CommandDelivery {
     private readonly deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; projections: { waitFor(position: Position, timeoutMs: number): Promise<void> }; clock?: () => Date; cluster?: SubscriberCluster | null },
     private readonly publish: DownlinkContext['publish'],
     private readonly retry = COMMAND_RETRY,
+    /**
+     * What downlinks leave through that must live where delivery leads: the connections to external brokers. In a
+     * cluster they start and stop with this reactor's lead, so the node that sends a command holds its connection.
+     */
+    private readonly links: { start(): Promise<void>; stop(): Promise<void> } | null = null,
   ) {
     this.subscriber = new CheckpointedSubscriber<Database>({
       name: COMMANDS_CHECKPOINT,
@@ -73,12 +80,14 @@ export class CommandDelivery {
         gained: async () => {
           this.stopped = false;
           this.startedAt = Date.now();
+          await this.links?.start();
           await this.resumeRetries();
         },
         lost: async () => {
           this.stopped = true;
           for (const t of this.timers.values()) clearTimeout(t);
           this.timers.clear();
+          await this.links?.stop();
         },
       },
     });
@@ -118,10 +127,19 @@ export class CommandDelivery {
       } else if (e.type === 'CommandAccepted') {
         await this.afterAccepted(e);
         accepted = true;
+      } else if (e.type === 'CommandAttemptFailed' && e.data.retryAt && !this.timers.has(e.data.id) && !this.retrying.has(e.data.id)) {
+        // A retry asked for by an attempt this node did not see through (another node that led and died before its
+        // read models showed the command waiting, so `resumeRetries` missed it): its timer, from the stored stream.
+        await this.resume(e.data.id);
       }
     }
-    // Several commands at a time; the checkpoint moves once each has an outcome recorded.
-    for (let i = 0; i < work.length; i += this.retry.parallel) await Promise.all(work.slice(i, i + this.retry.parallel).map((w) => this.attempt(w)));
+    // Several commands at a time; the checkpoint moves once each has an outcome recorded. Every attempt of a group
+    // ends before the batch fails, so a batch handled again never races an attempt still under way.
+    for (let i = 0; i < work.length; i += this.retry.parallel) {
+      const outcomes = await Promise.allSettled(work.slice(i, i + this.retry.parallel).map((w) => this.attempt(w)));
+      const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+      if (failed) throw failed.reason;
+    }
     return accepted || work.length > 0;
   }
 
@@ -213,26 +231,42 @@ export class CommandDelivery {
 
   /** A retry, if the command still waits for one (another node, or a late outcome, may have settled it). */
   private async retryNow(open: Open): Promise<void> {
+    const id = open.request.id;
+    this.retrying.add(id);
     try {
-      const { state } = await this.stateOf(open.request.id);
+      const { state } = await this.stateOf(id);
       if (state.status !== 'pending') return;
       await this.attempt(open);
     } catch (err) {
       if (err instanceof LeaseLostError) return;
-      this.deps.log.error({ err, commandId: open.request.id }, 'retrying a command failed; trying again later');
-      this.schedule(open, this.retry.delaysMs[this.retry.delaysMs.length - 1]!);
+      this.deps.log.error({ err, commandId: id }, 'retrying a command failed; trying again later');
+      // The attempt may have reached the network server before its outcome failed to be recorded: look there first.
+      this.schedule({ ...open, maybeDone: true }, this.retry.delaysMs[Math.min(open.attempt - 1, this.retry.delaysMs.length - 1)]!);
+    } finally {
+      this.retrying.delete(id);
     }
   }
 
   /** At start: the commands waiting for a retry get their timers back. */
   private async resumeRetries(): Promise<void> {
-    const rows = await this.deps.db.selectFrom('commands').select(['id', 'retry_at', 'attempts']).where('status', '=', 'pending').execute();
-    for (const row of rows) {
-      const first = (await this.deps.store.readStream(commandStream(row.id), { limit: 1 }))[0] as (RecordedEvent & CommandEvent) | undefined;
-      if (first?.type !== 'CommandRequested') continue;
-      const context = { actor: ACTOR, correlationId: first.metadata.correlationId, causationId: first.id, now: '' };
-      this.schedule({ request: first.data, context, attempt: row.attempts + 1, maybeDone: true }, (row.retry_at?.getTime() ?? 0) - this.now().getTime());
+    const rows = await this.deps.db.selectFrom('commands').select('id').where('status', '=', 'pending').execute();
+    for (const row of rows) await this.resume(row.id);
+  }
+
+  /** A command that waits for a retry, from its stream: its timer, at the time its last failed attempt asked for. */
+  private async resume(id: string): Promise<void> {
+    const events = (await this.deps.store.readStream(commandStream(id))) as unknown as (RecordedEvent & CommandEvent)[];
+    const first = events[0];
+    if (first?.type !== 'CommandRequested') return;
+    let state = commandDecider.initialState();
+    let retryAt = 0;
+    for (const e of events) {
+      state = commandDecider.evolve(state, e);
+      if (e.type === 'CommandAttemptFailed') retryAt = e.data.retryAt ? Date.parse(e.data.retryAt) : 0;
     }
+    if (state.status !== 'pending') return;
+    const context = { actor: ACTOR, correlationId: first.metadata.correlationId, causationId: first.id, now: '' };
+    this.schedule({ request: first.data, context, attempt: state.attempts + 1, maybeDone: true }, retryAt - this.now().getTime());
   }
 
   /** An accepted flush: the downlinks queued for the device before it are flushed. */

@@ -29,10 +29,10 @@ export interface QueueItem {
   fCntDown: number;
 }
 
-export class ChirpStackStandIn extends HttpStandIn<'failing'> {
+export class ChirpStackStandIn extends HttpStandIn<'failing' | 'busy'> {
   readonly requests: { method: string; path: string; headers: IncomingMessage['headers']; body: unknown }[] = [];
   readonly queues = new Map<string, QueueItem[]>();
-  /** `up`: answering; `down`: every request is refused at the socket; `failing`: 503. */
+  /** `up`: answering; `down`: every request is refused at the socket; `failing`: 503; `busy`: 429 (gRPC `RESOURCE_EXHAUSTED`, a request not taken). */
   /**
    * Holding requests without an answer, as a stalled server does: `before`
    * doing anything, or `after` doing what the request asked (the answer lost
@@ -67,6 +67,7 @@ export class ChirpStackStandIn extends HttpStandIn<'failing'> {
     };
     const error = (status: number, code: number, message: string) => reply(status, { code, message, details: [] });
     if (this.mode === 'failing') return error(503, 14, 'unavailable');
+    if (this.mode === 'busy') return error(429, 8, 'resource exhausted');
     if (req.headers['grpc-metadata-authorization'] !== `Bearer ${this.apiToken}`) return error(401, 16, 'authentication failed: invalid token');
     const match = /^\/api\/devices\/([0-9a-f]{16})\/queue$/.exec(path);
     if (!match) return error(404, 5, 'Not Found');

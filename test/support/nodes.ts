@@ -8,7 +8,7 @@ const ROOT = new URL('../..', import.meta.url).pathname;
 
 export const NODE_ADMIN = { username: 'admin', password: 'admin-password-1' };
 /** Every part that runs once across a cluster (the projection runner, each reactor, the external brokers' connections), as health names them. */
-export const LEADER_PARTS = ['channels-http', 'commands', 'external-brokers', 'geofence-tracking', 'output-mqtt', 'read-models', 'rules', 'calculations'];
+export const LEADER_PARTS = ['channels-http', 'commands', 'geofence-tracking', 'output-mqtt', 'read-models', 'rules', 'calculations'];
 export const NODE_SECRET = 'cluster-test-secret-that-is-long-enough-0123456789';
 
 /**
