@@ -3,6 +3,7 @@ import type { Principal } from '../../api/auth/principal.js';
 import { scopesOn } from '../../api/access.js';
 import type { Database } from '../../projections/database.js';
 import { CheckpointedSubscriber, loadCheckpoint } from '../../domain/eventstore/subscriber.js';
+import { readMatching } from '../../domain/eventstore/filter.js';
 import { comparePositions, type RecordedEvent } from '../../domain/shared/events.js';
 import { toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
 import { RecentMemory } from '../../domain/shared/recentMemory.js';
@@ -135,8 +136,15 @@ export class RulesReactor {
     this.index.clear();
     const at = await loadCheckpoint(this.deps.db, RULES_CHECKPOINT);
     if (!at) return;
-    const rows = await this.deps.db.selectFrom('rules_v2').select('id').execute();
-    for (const { id } of rows) {
+    const ids = new Set((await this.deps.db.selectFrom('rules_v2').select('id').execute()).map((r) => r.id));
+    // A rule deleted after the checkpoint is gone from the read model, yet it held for the events up to its deletion.
+    for (let after = at; ; ) {
+      const deleted = await readMatching(this.deps.store, { types: ['RuleDeleted'] }, { after, limit: 1000 });
+      for (const e of deleted) ids.add((e.data as { id: string }).id);
+      if (deleted.length < 1000) break;
+      after = deleted[deleted.length - 1]!.position;
+    }
+    for (const id of ids) {
       let state: RuleState = ruleDecider.initialState();
       let revision = -1;
       for (const e of await this.deps.store.readStream(ruleStream(id))) {
