@@ -32,6 +32,12 @@ const CONNECT_BURST = 200;
 const CONNECT_RATE = 100;
 const MAX_CONNECTIONS = 20_000;
 /**
+ * A client id longer than this (UTF-8 bytes) is refused at CONNECT (return code 2, identifier rejected). MQTT 3.1.1
+ * lets a broker choose its limit; the id is part of every report's correlation id, an indexed key of the event log.
+ * aedes's own `maxClientsIdLength` applies to MQTT 3.1 only.
+ */
+export const MAX_CLIENT_ID_BYTES = 256;
+/**
  * Messages the broker delivers at once (aedes's `concurrency`, 100 by
  * default). The output reactor hands the broker a whole batch while the
  * consumers' connections are corked (`holdConsumers`); deliveries past this
@@ -375,7 +381,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     ...(options.backends ? { mq: options.backends.mq } : {}),
     persistence: forAedes(store) as NonNullable<Parameters<typeof Aedes.createBroker>[0]>['persistence'],
     connectTimeout: 10_000,
-    maxClientsIdLength: 256,
+    maxClientsIdLength: MAX_CLIENT_ID_BYTES,
     concurrency: DELIVERIES_IN_FLIGHT,
     preConnect(client, _packet, callback) {
       const ip = remoteOf(client);
@@ -399,6 +405,10 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     },
 
     authenticate(client, username, password, callback) {
+      if (Buffer.byteLength(client.id) > MAX_CLIENT_ID_BYTES) {
+        log.warn({ clientId: client.id.slice(0, 64), remote: remoteOf(client) }, `MQTT login refused: client id longer than ${MAX_CLIENT_ID_BYTES} bytes`);
+        return callback(authError('Identifier rejected', 2), false);
+      }
       if (!username || !password) {
         log.warn({ clientId: client.id, remote: remoteOf(client) }, 'MQTT login refused: no username or password');
         return callback(authError('Bad username or password', 4), false);

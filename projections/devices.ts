@@ -62,6 +62,12 @@ const MAX_DEPTH = 6;
 const MAX_VALUES = 200;
 /** Longer strings are kept cut to this many characters. */
 const MAX_STRING = 1024;
+/**
+ * A value whose dotted path is longer than this (in UTF-8 bytes) keeps no history: the path is a key of
+ * `device_history_fields`, and PostgreSQL refuses a B-tree key of more than about 2,700 bytes. Six levels of
+ * 256-character names could reach 6 KB; a report's document keeps such a value all the same.
+ */
+const MAX_PATH_BYTES = 1024;
 
 interface Row {
   doc: DeviceDoc;
@@ -87,14 +93,19 @@ interface HistoryRows {
 export function historyValues(path: string[], payload: unknown, out: [string, number | boolean | string][] = [], depth = 0): [string, number | boolean | string][] {
   if (out.length >= MAX_VALUES) return out;
   if (typeof payload === 'number') {
-    if (Number.isFinite(payload) && path.length) out.push([path.join('.'), payload]);
+    if (Number.isFinite(payload) && path.length) keep(out, path.join('.'), payload);
   } else if (typeof payload === 'boolean' || typeof payload === 'string') {
-    if (path.length) out.push([path.join('.'), typeof payload === 'string' ? cutText(payload, MAX_STRING) : payload]);
+    if (path.length) keep(out, path.join('.'), typeof payload === 'string' ? cutText(payload, MAX_STRING) : payload);
   } else if (payload && typeof payload === 'object' && !Array.isArray(payload) && depth < MAX_DEPTH) {
     for (const [k, v] of Object.entries(payload)) historyValues([...path, k], v, out, depth + 1);
   }
   return out;
 }
+
+const keep = (out: [string, number | boolean | string][], field: string, value: number | boolean | string) => {
+  // Characters are at most 4 bytes: only a long path is measured.
+  if (field.length * 4 <= MAX_PATH_BYTES || Buffer.byteLength(field) <= MAX_PATH_BYTES) out.push([field, value]);
+};
 
 /**
  * A report's history values as JSON object texts: one, unless the report

@@ -160,6 +160,11 @@ export function clientFields(fields: DeviceDoc, creating: boolean): { set: Devic
         if (typeof value !== 'string' || !DEV_EUI.test(value)) throw ValidationError.field('devEui', 'must be a LoRaWAN DevEUI: 16 hexadecimal digits');
         set.devEui = normalizeDevEui(value);
         break;
+      case 'secret':
+        // Like a reserved topic (it is one), at most 1024 bytes: it is an indexed key, and 1024 characters could be 4 KB.
+        if (typeof value !== 'string' || value.length < 1 || Buffer.byteLength(value) > 1024) throw ValidationError.field('secret', 'must be a string of 1 to 1024 bytes (UTF-8)');
+        set.secret = value;
+        break;
       case 'networkDeviceId':
         if (typeof value !== 'string' || value.length < 1 || value.length > 128) throw ValidationError.field('networkDeviceId', 'must be the network server\'s id of the device, 1 to 128 characters');
         set.networkDeviceId = value;

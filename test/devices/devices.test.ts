@@ -125,4 +125,19 @@ devices('when two devices claim the same secret, then the second gets 409', asyn
   assert.is(b.status, 409);
 });
 
+devices('when a secret is over 1024 bytes (1024 characters of three bytes each), then 422 names it and nothing is stored; 1024 bytes are taken', async ({ t }) => {
+  const long = '統'.repeat(1024);
+  const created = await t.call('POST', '/api/iotnodes', { body: { name: 'long secret', secret: long } });
+  assert.is(created.status, 422, created.text);
+  assert.match(created.text, /^ERR - secret /);
+  const listed = await t.call('GET', '/api/iotnodes');
+  assert.ok(!(listed.body as { name: string }[]).some((d) => d.name === 'long secret'));
+  const device = await t.call('POST', '/api/iotnodes', { body: { name: 'short secret', secret: '統'.repeat(341) } });
+  assert.is(device.status, 201, device.text);
+  const updated = await t.call('PUT', `/api/iotnodes/${device.body._id}`, { body: { secret: long } });
+  assert.is(updated.status, 422, updated.text);
+  const read = await t.call('GET', `/api/iotnodes/${device.body._id}`);
+  assert.is(read.body.secret, '統'.repeat(341));
+});
+
 devices.run();

@@ -103,6 +103,21 @@ history('when a reported string is longer than history keeps and a surrogate pai
   assert.is(textProblem(kept), null);
 });
 
+history('when a reported value sits at a path longer than 1024 bytes, then the device keeps it, its history is left out, the report\'s other values have history and the read models keep up', async ({ t, id }) => {
+  // Five levels of 200 three-byte characters: a path of 3,004 bytes, past what an index key of PostgreSQL holds.
+  const level = (c: string) => c.repeat(200);
+  const deep = { [level('甲')]: { [level('乙')]: { [level('丙')]: { [level('丁')]: { [level('戊')]: 7 } } } } };
+  await report(t, id, 172, { ...deep, beside: 3 });
+  assert.is((await stats(t, id, 'measurement=beside')).length, 1);
+  const fields = await t.call('GET', `/api/iotnodes/${id}/stats/fields`);
+  assert.is(fields.status, 200, fields.text);
+  assert.ok(!JSON.stringify(fields.body).includes(level('戊')), 'no history field for the long path');
+  const device = await t.call('GET', `/api/iotnodes/${id}`);
+  assert.is(device.body[level('甲')][level('乙')][level('丙')][level('丁')][level('戊')], 7);
+  const parked = await t.platform.deps.db.selectFrom('es.parked_events' as any).select('event_id').execute();
+  assert.equal(parked, []);
+});
+
 history('logs: filters, cursor paging, access and expiry', async ({ t, id }) => {
   const store = t.platform.deps.store;
   const write = (entry: Partial<LogEntry>, seconds: number) =>

@@ -174,6 +174,20 @@ broker('when the password is wrong or the username unknown, then the login is re
   await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message.includes('wrong password') && l.category === 'access'));
 });
 
+broker('when a client id is longer than 256 bytes, then the login is refused as an identifier rejected (MQTT 3.1.1 too); one of 256 bytes connects and publishes', async ({ t, p }) => {
+  const long = await connectMqtt(t, p.username, p.password, { clientId: 'é'.repeat(129), reconnectPeriod: 0 }).then(() => null, (e: Error & { code?: number }) => e);
+  assert.ok(long, 'a 258-byte client id is refused');
+  assert.is(long!.code, 2, long!.message);
+  assert.ok(t.logs.some((l) => l.msg === 'MQTT login refused: client id longer than 256 bytes'));
+  const client = await connectMqtt(t, p.username, p.password, { clientId: 'é'.repeat(128) });
+  try {
+    await publish(client, `${ROOT}/lonely`, { longIdPublish: 1 });
+    await eventually(async () => (await deviceOf(t, `${ROOT}/lonely`)).longIdPublish === 1, 10_000, 'the report from the 256-byte client id');
+  } finally {
+    await client.endAsync();
+  }
+});
+
 broker('when a user logs in with a valid token, then it connects; with an expired or foreign token it is refused', async ({ t }) => {
   const user = await givenUser(t, 'consumer');
   const c = await connectMqtt(t, user.id, user.token);
