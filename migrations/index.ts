@@ -18,6 +18,7 @@ import * as audit from './0050_audit.js';
 import * as deviceSnapshots from './0051_device_snapshots.js';
 import * as analytics from './0052_analytics.js';
 import * as historyPerReport from './0053_history_per_report.js';
+import * as usernameKey from './0054_username_key.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -43,6 +44,7 @@ export const migrations: Record<string, Migration> = {
   '0051_device_snapshots': deviceSnapshots,
   '0052_analytics': analytics,
   '0053_history_per_report': historyPerReport,
+  '0054_username_key': usernameKey,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

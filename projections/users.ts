@@ -1,12 +1,15 @@
 import type { Transaction } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
 import { userDecider, type Profile, type UserEvent, type UserState } from '../domain/users/user.js';
+import { usernameKey } from '../domain/users/username.js';
 import type { Database } from './database.js';
 import type { Projection } from './runner.js';
 
 export interface UsersTable {
   id: string;
   username: string;
+  /** `usernameKey(username)`: unique, as the username's claim is. */
+  username_key: string;
   profile: Profile;
   password_hash: string;
   /** The stream revision applied last; guards against applying an event twice. */
@@ -42,6 +45,7 @@ async function applyUserEvent(tx: Transaction<Database>, event: RecordedEvent & 
       .values({
         id,
         username: event.data.profile.username,
+        username_key: usernameKey(event.data.profile.username),
         profile: JSON.stringify(event.data.profile) as unknown as Profile,
         password_hash: event.data.passwordHash,
         revision: event.revision,

@@ -5,6 +5,7 @@ import { principalOf } from '../http.js';
 import { UnauthorizedError, ValidationError } from '../../domain/shared/errors.js';
 import { hashPassword, verifyPassword } from '../../domain/users/password.js';
 import { userDecider, userStream } from '../../domain/users/user.js';
+import { usernameKey } from '../../domain/users/username.js';
 import { issueToken } from './tokens.js';
 
 // Compared against when the username is unknown, so both failures take the same time.
@@ -18,7 +19,7 @@ export function authRoutes(deps: Deps): Router {
     const user = await deps.db
       .selectFrom('users')
       .select(['id', 'profile', 'password_hash'])
-      .where((eb) => eb(eb.fn('lower', ['username']), '=', username.toLowerCase()))
+      .where('username_key', '=', usernameKey(username))
       .executeTakeFirst();
     const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
     if (!user || !ok || !user.profile.enabled) throw new UnauthorizedError('Invalid username or password');

@@ -12,7 +12,7 @@ import { ForbiddenError, NotFoundError, ValidationError } from '../../domain/sha
 import { hashPassword, temporaryPassword } from '../../domain/users/password.js';
 import { userDecider, userStream, type Profile } from '../../domain/users/user.js';
 import { handle } from '../../domain/shared/decider.js';
-import { usernameDecider, usernameStream } from '../../domain/users/username.js';
+import { usernameDecider, usernameKey, usernameStream } from '../../domain/users/username.js';
 
 type UserRow = Pick<UsersTable, 'id' | 'username' | 'profile' | 'created_at'>;
 
@@ -71,7 +71,7 @@ export function userRoutes(deps: Deps): Router {
     const principal = principalOf(req);
     const { username, limit } = req.query as { username?: string; limit?: number };
     let query = deps.db.selectFrom('users').select(['id', 'username', 'profile', 'created_at']).orderBy('username').limit(limit ?? 100);
-    if (username) query = query.where(sql<boolean>`strpos(lower(username), ${username.toLowerCase()}) > 0`);
+    if (username) query = query.where(sql<boolean>`strpos(username_key, ${usernameKey(username)}) > 0`);
     const admin = isAdmin(principal);
     if (!admin) query = query.where(sql<boolean>`(profile->'attributes'->>'globalVisibility' IS DISTINCT FROM 'false' OR id = ${principal.id}::uuid)`);
     const rows = await query.execute();

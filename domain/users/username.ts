@@ -14,7 +14,10 @@ export type UsernameCommand = { type: 'Claim' | 'Release'; username: string; use
 
 export type UsernameState = { holder: string | null };
 
-export const usernameStream = (username: string) => `username-${username.toLowerCase()}`;
+/** A username as uniqueness sees it: the claim stream's name and the users read model's unique key. */
+export const usernameKey = (username: string): string => username.toLowerCase();
+
+export const usernameStream = (username: string) => `username-${usernameKey(username)}`;
 
 export const usernameDecider: Decider<UsernameCommand, UsernameState, UsernameEvent> = {
   initialState: () => ({ holder: null }),

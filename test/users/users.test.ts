@@ -4,6 +4,7 @@ import * as assert from 'uvu/assert';
 import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform.js';
 import { eventCount, givenUser } from './given.js';
 import { verifyPassword } from '../../domain/users/password.js';
+import { verifyToken } from '../../api/auth/tokens.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const users = suite<{ t: TestPlatform }>('users');
@@ -108,6 +109,21 @@ users('when a username is taken in any case, then 409 and the first user is unch
   const found = (await t.call('GET', '/api/users?username=erin')).body;
   assert.is(found.length, 1);
   assert.is(found[0].firstName, 'Erin');
+});
+
+users('when a username differs from a taken one only in a letter PostgreSQL and JavaScript fold differently (İ), then it is a name of its own: created, shown, and each logs in as itself', async ({ t }) => {
+  const erik = await givenUser(t, 'erik');
+  // JavaScript's lower case of İ is i + U+0307, PostgreSQL's (C.UTF-8) is i: the claim and the read model must agree.
+  const other = await givenUser(t, 'erİk');
+  assert.is.not(other.id, erik.id);
+  assert.is((await t.call('GET', `/api/users/${other.id}`)).body.username, 'erİk');
+  const secret = t.platform.deps.jwtSecret;
+  assert.is(verifyToken(secret, await t.login('erik', erik.password)), erik.id);
+  assert.is(verifyToken(secret, await t.login('ERİK', other.password)), other.id);
+  const again = await t.call('POST', '/api/users', { body: { username: 'ERİK' } });
+  assert.is(again.status, 409, again.text);
+  const parked = await t.platform.deps.db.selectFrom('es.parked_events' as any).select('event_id').execute();
+  assert.equal(parked, []);
 });
 
 users('when a non-admin creates a user or resets a password, then 403 Forbidden', async ({ t }) => {
