@@ -1451,7 +1451,8 @@ export interface paths {
      * (all values), `first`, `last` (any value), `difference` (the bucket's last value minus the last value
      * before the bucket), `timeWeightedMean` (each value weighted by how long it held within the bucket; a value
      * holds until the next one, the last until `end` or now, and the value before `start` holds into the
-     * first bucket).
+     * first bucket). Means are exact for any finite values; a `sum` or `difference` past the range of a 64-bit
+     * float answers 422.
      */
     get: {
       parameters: {

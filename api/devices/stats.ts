@@ -21,6 +21,9 @@ interface Query {
   distance: number;
 }
 
+/** PostgreSQL's `numeric_value_out_of_range`. */
+const OUT_OF_RANGE = '22003';
+
 /** One SQL statement per calculation; buckets are `distance` seconds wide, aligned on `start`, and empty ones are left out. */
 function bucketed(q: Query, calculation: Calculation): RawBuilder<{ time: Date; value: unknown }> {
   const width = sql`make_interval(secs => ${q.distance})`;
@@ -34,7 +37,8 @@ function bucketed(q: Query, calculation: Calculation): RawBuilder<{ time: Date; 
       WHERE ${range} ${numeric ? sql`AND num IS NOT NULL` : sql``} GROUP BY 1 ORDER BY 1`;
   switch (calculation) {
     case 'mean':
-      return simple(sql`avg(num)`);
+      // In numeric: float8's avg also sums the squares, which overflow from about 1e154 though the mean is in range.
+      return simple(sql`avg(num::numeric)::float8`);
     case 'min':
       return simple(sql`min(num)`);
     case 'max':
@@ -66,7 +70,7 @@ function bucketed(q: Query, calculation: Calculation): RawBuilder<{ time: Date; 
           SELECT b AS bucket, num, extract(epoch FROM least(t1, b + ${width}) - greatest(t0, b))::float8 AS w
           FROM seg CROSS JOIN LATERAL generate_series(date_bin(${width}, t0, ${origin}), t1, ${width}) AS b
           WHERE t1 > t0)
-        SELECT bucket AS time, sum(num * w) / sum(w) AS value FROM parts WHERE w > 0 GROUP BY bucket ORDER BY bucket`;
+        SELECT bucket AS time, (sum(num::numeric * w::numeric) / sum(w::numeric))::float8 AS value FROM parts WHERE w > 0 GROUP BY bucket ORDER BY bucket`;
     default: {
       const _: never = calculation;
       return _;
@@ -100,7 +104,13 @@ export function statsRoutes(deps: Deps): Router {
     } else {
       if ((end - start) / distance > MAX_POINTS) throw ValidationError.field('distance', `gives more than ${MAX_POINTS} buckets between start and end`);
       const calculation = (req.query.calculation ?? 'mean') as Calculation;
-      ({ rows } = await bucketed(query, calculation).execute(deps.db));
+      try {
+        ({ rows } = await bucketed(query, calculation).execute(deps.db));
+      } catch (err) {
+        // A sum or a difference of values near the limits of a 64-bit float has no 64-bit answer.
+        if ((err as { code?: string }).code === OUT_OF_RANGE) throw ValidationError.field('calculation', `${calculation} of ${query.field} is out of the range of a 64-bit floating-point number`);
+        throw err;
+      }
     }
     res.json(rows.map((r) => ({ time: new Date(r.time).toISOString(), value: r.value })));
   });

@@ -52,7 +52,7 @@ export async function windowStats(db: Kysely<Database>, queries: WindowQuery[]):
     FROM unnest(${queries.map((_, i) => i)}::int[], ${queries.map((q) => q.deviceId)}::text[], ${queries.map((q) => q.field)}::text[],
       ${queries.map((q) => q.end)}::timestamptz[], ${queries.map((q) => q.seconds)}::float8[]) AS r(i, d, f, t, s)
     CROSS JOIN LATERAL (
-      SELECT count(*)::int AS count, count(h.num)::int AS numbers, sum(h.num) AS sum, avg(h.num) AS mean, min(h.num) AS min, max(h.num) AS max
+      SELECT count(*)::int AS count, count(h.num)::int AS numbers, sum(h.num) AS sum, sum(h.num) / nullif(count(h.num), 0) AS mean, min(h.num) AS min, max(h.num) AS max
       FROM ${series} WHERE ${inside}) w`.execute(db);
   const out: WindowStats[] = new Array(queries.length);
   for (const r of rows) {

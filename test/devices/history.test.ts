@@ -118,6 +118,22 @@ history('when a reported value sits at a path longer than 1024 bytes, then the d
   assert.equal(parked, []);
 });
 
+history('when values are near the limits of a 64-bit float, then the mean and the time-weighted mean are computed, and a sum past the limit answers 422 naming it', async ({ t, id }) => {
+  await report(t, id, 173, { huge: 1e200, edge: 1.7e308 });
+  await report(t, id, 174, { huge: 1, edge: 1.7e308 });
+  const over = (calculation: string, field: string) => stats(t, id, `measurement=${field}&distance=180&calculation=${calculation}`);
+  const mean = await over('mean', 'huge');
+  assert.is(mean.length, 1);
+  assert.ok(Math.abs((mean[0]!.value as number) / 5e199 - 1) < 1e-12, String(mean[0]!.value));
+  const weighted = await over('timeWeightedMean', 'huge');
+  assert.ok(Number.isFinite(weighted[0]!.value as number) && (weighted[0]!.value as number) > 1, String(weighted[0]!.value));
+  assert.is((await over('sum', 'huge'))[0]!.value, 1e200);
+  assert.is((await over('mean', 'edge'))[0]!.value, 1.7e308);
+  const sum = await t.call('GET', `/api/iotnodes/${id}/stats?start=${T0}&end=${T0 + 180}&measurement=edge&distance=180&calculation=sum`);
+  assert.is(sum.status, 422, sum.text);
+  assert.is(sum.text, 'ERR - calculation sum of edge is out of the range of a 64-bit floating-point number');
+});
+
 history('logs: filters, cursor paging, access and expiry', async ({ t, id }) => {
   const store = t.platform.deps.store;
   const write = (entry: Partial<LogEntry>, seconds: number) =>
