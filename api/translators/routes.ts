@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { Router } from 'express';
 import { parse as parseYaml } from 'yaml';
 import type { Deps } from '../deps.js';
@@ -228,7 +229,8 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
     if (!row) throw new NotFoundError(TRANSLATOR_NOT_FOUND);
     const users = translation.usersOf(id);
     const devices = users.length
-      ? await deps.db.selectFrom('devices').select(['id', 'name']).where('id', 'in', users).where(readableBy(principalOf(req), 'devices.id')).orderBy('name').orderBy('id').execute()
+      ? // One array parameter: a list of ids as parameters stops at PostgreSQL's 65,535 per statement.
+        await deps.db.selectFrom('devices').select(['id', 'name']).where(sql<boolean>`id = ANY(${users}::text[])`).where(readableBy(principalOf(req), 'devices.id')).orderBy('name').orderBy('id').execute()
       : [];
     res.json(devices.map((d) => ({ _id: d.id, name: d.name })));
   });
