@@ -2,6 +2,7 @@ import type { RequestHandler } from 'express';
 import { jsonProblem, textProblem } from '../domain/shared/json.js';
 import type { Operation, Parameter } from './openapi.js';
 import { BadRequestError, type PlatformError, UnsupportedMediaTypeError, ValidationError } from '../domain/shared/errors.js';
+import { storable } from '../domain/shared/time.js';
 
 /** Content encodings a request body may arrive in; the JSON parser inflates them. */
 export const BODY_ENCODINGS = ['identity', 'gzip', 'deflate', 'br'] as const;
@@ -81,7 +82,8 @@ const daysIn = (year: number, month: number) => (month === 2 ? (leap(year) ? 29 
  * The document's `date-time` format: an RFC 3339 date and time that names a
  * real instant. The validator's own check reads only the shape, so February
  * 30, hour 25, an offset of 99:99 or a leap second (which no JavaScript date
- * holds) would pass it and become an invalid date in a query.
+ * holds) would pass it and become an invalid date in a query. The instant must
+ * also be one the platform stores (`storable`: years 0001 to 9999 in UTC).
  */
 export function isInstant(text: string): boolean {
   const m = DATE_TIME.exec(text);
@@ -90,5 +92,5 @@ export function isInstant(text: string): boolean {
   const offset = [Number(m[9] ?? 0), Number(m[10] ?? 0)];
   if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 59) return false;
   if (offset[0]! > 23 || offset[1]! > 59) return false;
-  return Number.isFinite(Date.parse(text));
+  return storable(Date.parse(text));
 }

@@ -9,6 +9,7 @@ import type { Ingest } from '../../ingest/index.js';
 import { moduleOfWebhook } from '../../reactors/integrations/index.js';
 import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
 import type { DirectCall, DirectRoute } from '../direct.js';
+import { storable } from '../../domain/shared/time.js';
 
 const sha256 = (text: string) => hash('sha256', text, 'buffer');
 
@@ -110,7 +111,8 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
             connectorId: connector.id,
             topic: `integration:${connector.integration}/${connector.id}`,
             payload,
-            receivedAt: event.receivedAt ?? now,
+            // The network server's time, when it is one the platform stores (a year 0 would never reach the read models).
+            receivedAt: event.receivedAt && storable(Date.parse(event.receivedAt)) ? event.receivedAt : now,
             correlationId: `integration:${connector.id}:${event.messageId}`,
             dedupKey: `${connector.id}\u0000${event.messageId}`,
           });

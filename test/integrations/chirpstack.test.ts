@@ -63,6 +63,16 @@ cs('when ChirpStack posts an uplink, then the device\'s translator decodes it in
   assert.ok((await t.call('GET', `/api/iotnodes/${device._id}/stats/fields`)).body.includes('radio.rssi'));
 });
 
+cs('when ChirpStack posts an uplink with a time outside the years 0001 to 9999, then it is stored at the time it arrived and the read models keep up', async ({ t, ns, device }) => {
+  const before = Date.now();
+  const res = await ns.uplink(EUI, 1, Buffer.from(climateHex(19.25, 41, 3000), 'hex'), { time: '0000-01-01T00:00:00Z' });
+  assert.is(res.status, 200, res.text);
+  const after = await deviceWhen(t, device._id, (d) => d.temperature === 19.25, 'the uplink with a year-0 time');
+  assert.ok(Date.parse(after.reportedAt) >= before - 1000, after.reportedAt);
+  const parked = await t.platform.deps.db.selectFrom('es.parked_events' as any).select('event_id').execute();
+  assert.equal(parked, []);
+});
+
 cs('when ChirpStack posts the same uplink twice (its retry), then it is stored once', async ({ t, ns, device }) => {
   const body = { deduplicationId: '0b8a8a4e-8a36-4f5b-8c3e-3b6f2f4c0e01', time: new Date().toISOString(), deviceInfo: { devEui: EUI }, fCnt: 99, fPort: 1, data: Buffer.from(climateHex(30, 50, 3000), 'hex').toString('base64') };
   assert.is((await ns.post('up', body)).status, 200);
