@@ -1,11 +1,10 @@
 import type { Deps } from '../deps.js';
-import { write } from '../deps.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
 import { newUserId } from '../../domain/shared/ids.js';
 import { ConflictError, UnavailableError } from '../../domain/shared/errors.js';
 import { hashPassword } from '../../domain/users/password.js';
 import { userDecider, userStream, type Profile, type Unit } from '../../domain/users/user.js';
-import { usernameDecider, usernameStream } from '../../domain/users/username.js';
+import { usernameDecider, usernameStream, type UsernameEvent } from '../../domain/users/username.js';
 
 /**
  * Creates a user: claims the username on its own stream first (so concurrent
@@ -18,9 +17,50 @@ export async function createUser(deps: Deps, context: CommandContext, profile: P
   const id = newUserId();
   const passwordHash = await hashPassword(password);
   // No read model waits on the claim; waiting here could answer 503 before the user itself is stored.
-  await handle(deps.store, usernameStream(profile.username), usernameDecider, { type: 'Claim', username: profile.username, userId: id }, context);
-  await write(deps, context, userStream(id), userDecider, { type: 'CreateUser', id, profile, passwordHash, temporaryPassword: temporary, ...(organization ? { organization } : {}), at: context.now });
+  const claim = () => handle(deps.store, usernameStream(profile.username), usernameDecider, { type: 'Claim', username: profile.username, userId: id }, context);
+  try {
+    await claim();
+  } catch (error) {
+    if (!(error instanceof ConflictError) || !(await releaseFromDeleted(deps, context, profile.username))) throw error;
+    await claim();
+  }
+  let created;
+  try {
+    created = await handle(deps.store, userStream(id), userDecider, { type: 'CreateUser', id, profile, passwordHash, temporaryPassword: temporary, ...(organization ? { organization } : {}), at: context.now }, context);
+  } catch (error) {
+    await releaseUnused(deps, context, profile.username, id);
+    throw error;
+  }
+  if (created.result) await deps.projections.waitFor(created.result.position, deps.config.projectionWaitMs);
   return id;
+}
+
+/**
+ * A name still held by a deleted user (its deletion stored, its release not: the two are separate appends) is
+ * released, and true returned. A deleted user never comes back, so its name is free.
+ */
+async function releaseFromDeleted(deps: Deps, context: CommandContext, username: string): Promise<boolean> {
+  let claim = usernameDecider.initialState();
+  for (const e of await deps.store.readStream(usernameStream(username))) claim = usernameDecider.evolve(claim, e as unknown as UsernameEvent);
+  const holder = claim.holder;
+  if (!holder) return false;
+  const stream = await deps.store.readStream(userStream(holder));
+  if (stream[stream.length - 1]?.type !== 'UserDeleted') return false;
+  await handle(deps.store, usernameStream(username), usernameDecider, { type: 'Release', username, userId: holder }, context);
+  return true;
+}
+
+/**
+ * The claim of a user that was not stored is given back, so the name is not taken for good by nobody. Only once the
+ * user's stream is read and found empty: an append that failed on its way back may have been stored all the same.
+ */
+async function releaseUnused(deps: Deps, context: CommandContext, username: string, userId: string): Promise<void> {
+  try {
+    if ((await deps.store.readStream(userStream(userId), { limit: 1 })).length > 0) return;
+    await handle(deps.store, usernameStream(username), usernameDecider, { type: 'Release', username, userId }, context);
+  } catch (err) {
+    deps.log.error({ err, username, userId }, 'the claim of a username whose user was not stored could not be released');
+  }
 }
 
 /** Creates the first admin from ADMIN_USERNAME and ADMIN_PASSWORD when no user exists yet. */

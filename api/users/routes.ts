@@ -99,7 +99,8 @@ export function userRoutes(deps: Deps): Router {
     const id = (req.params.id as string).toLowerCase();
     const row = await ownOrAdmin(deps, principalOf(req), id);
     const context = requestContext(deps, req);
-    // Delete first, then free the name: a crash in between leaves the name taken, never two live users with one name.
+    // Delete first, then free the name: a crash in between leaves the name held by a deleted user (the next creation
+    // of that name releases it, `createUser`), never two live users with one name.
     // Both are stored before waiting for the read models, so a slow projection cannot keep the name taken.
     const deleted = await handle(deps.store, userStream(id), userDecider, { type: 'DeleteUser', id, at: context.now }, context);
     const released = await handle(deps.store, usernameStream(row.username), usernameDecider, { type: 'Release', username: row.username, userId: id }, context);
