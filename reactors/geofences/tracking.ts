@@ -5,7 +5,7 @@ import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
 import type { Database } from '../../projections/database.js';
 import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
 import type { Position, RecordedEvent } from '../../domain/shared/events.js';
-import { deviceStream, isLngLat, type DeviceEvent } from '../../domain/devices/device.js';
+import { deviceStream, isLngLat, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
 import { logEvent, logStream } from '../../domain/logs/logEntry.js';
 import { crossingMessage, trackerDecider, type AssetReport, type TrackerFields } from '../../domain/geofences/tracking.js';
 
@@ -89,17 +89,26 @@ export class GeofenceTracking {
     const context: CommandContext = { actor: ACTOR, correlationId: event.metadata.correlationId, causationId: event.id, now: asset.at };
     let last: Position | null = null;
     for (const { tracker, inside } of rows) {
+      // Derived, so the update of this report's crossing can be found again (below).
+      const updateId = causedId(event.id, ['track', event.id, tracker]);
       const handled = await handle(
         this.deps.store,
         deviceStream(tracker),
         trackerDecider,
         { type: 'TrackAsset', trackerId: tracker, report: asset, inside, at: asset.at },
         context,
-        { retries: 5 },
+        { retries: 5, eventIds: [updateId] },
       );
       const update = handled.events[0];
-      if (!handled.result || update?.type !== 'DeviceUpdated') continue;
-      const fields = update.data.set as unknown as TrackerFields;
+      let fields: TrackerFields | null = null;
+      if (handled.result && update?.type === 'DeviceUpdated') fields = update.data.set as unknown as TrackerFields;
+      else if (handled.events.length === 0 && handled.state.status === 'active' && sameCrossing(handled.state.doc, asset, inside)) {
+        // A batch handled again after a crash between the tracker's update and its log entry: the tracker shows this
+        // crossing already, so nothing was decided; its log entry is written if the update is this report's own.
+        const stored = (await this.deps.store.readStream(deviceStream(tracker))).find((e) => e.id === updateId);
+        if (stored) fields = (stored.data as { set: TrackerFields }).set;
+      }
+      if (!fields) continue;
       const log = logEvent(
         { resourceId: tracker, resourceType: 'device', type: 'info', priority: 'low', category: 'update', message: crossingMessage(fields), data: { assetUpdate: fields.assetUpdate } },
         asset.at,
@@ -122,3 +131,9 @@ export class GeofenceTracking {
     return { id, name, position, at, isTracker: rows[0]?.tracker ?? false };
   }
 }
+
+/** Whether the tracker's last crossing is this report's: the same asset, time and side. */
+const sameCrossing = (doc: DeviceDoc, asset: AssetReport, inside: boolean): boolean => {
+  const last = doc.assetUpdate as { assetId?: unknown; assetTimestamp?: unknown; assetState?: unknown } | undefined;
+  return last?.assetId === asset.id && last.assetTimestamp === asset.at && last.assetState === (inside ? 'inside' : 'outside');
+};
