@@ -1,10 +1,12 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { sql } from 'kysely';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventually } from '../ingest/support.js';
 import { climateHex, deviceWhen, givenTranslator, logsOf } from '../translators/given.js';
 import { ChirpStackStandIn } from '../standins/chirpstack.js';
+import { refusing } from '../support/refusing.js';
+import { loadCheckpoint } from '../../domain/eventstore/subscriber.js';
+import { comparePositions } from '../../domain/shared/events.js';
 
 const EUI = '70b3d57ed0052a11';
 const STRANGER_EUI = '70b3d57ed0052aff';
@@ -141,25 +143,17 @@ cs('when ChirpStack is down, then the command answers pending, is retried, queue
 });
 
 cs('when the database fails once as the command delivery saves its place, after the downlink went out, then the batch handled again does not queue it twice', async ({ t, ns, device }) => {
-  const db = t.platform.deps.db;
-  // Given the next write of the delivery's checkpoint refused, once (a sequence counts outside the failed transaction).
-  await sql`CREATE SEQUENCE test_checkpoint_failures`.execute(db);
-  await sql`CREATE FUNCTION test_fail_checkpoint_once() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.name = 'commands' AND nextval('test_checkpoint_failures') = 1 THEN RAISE EXCEPTION 'the database failed'; END IF;
-      RETURN NEW;
-    END $$`.execute(db);
-  await sql`CREATE TRIGGER test_fail_checkpoint_once BEFORE INSERT OR UPDATE ON es.checkpoints FOR EACH ROW EXECUTE FUNCTION test_fail_checkpoint_once()`.execute(db);
-  try {
-    // When a downlink is queued,
+  // Given the next write of the delivery's checkpoint refused, once,
+  const saved = await loadCheckpoint(t.platform.deps.db, 'commands');
+  await refusing(t.platform.deps.db, 'es.checkpoints', `NEW.name = 'commands'`, async () => {
+    // when a downlink is queued,
     const res = await command(t, { command: 'loraAppServerQueueDownlink', iotnodeId: device._id, data: { fPort: 9, data: 'c0ffee' } });
     assert.ok([200, 202].includes(res.status), res.text);
-    await eventually(async () => Number((await sql<{ v: string }>`SELECT last_value::text AS v FROM test_checkpoint_failures`.execute(db)).rows[0]!.v) >= 2, 15_000, 'the checkpoint saved after the failure');
-  } finally {
-    await sql`DROP TRIGGER test_fail_checkpoint_once ON es.checkpoints`.execute(db);
-    await sql`DROP FUNCTION test_fail_checkpoint_once()`.execute(db);
-    await sql`DROP SEQUENCE test_checkpoint_failures`.execute(db);
-  }
+    await eventually(async () => {
+      const now = await loadCheckpoint(t.platform.deps.db, 'commands');
+      return now !== null && (saved === null || comparePositions(now, saved) > 0);
+    }, 15_000, 'the checkpoint saved after the failure');
+  });
   // then ChirpStack holds it once, and the command is queued.
   const mine = ns.queues.get(EUI)!.filter((i) => i.fPort === 9 && i.data === Buffer.from('c0ffee', 'hex').toString('base64'));
   assert.is(mine.length, 1, 'queued once');

@@ -9,6 +9,7 @@ import { commandStream } from '../../domain/commands/command.js';
 import { saveCheckpoint } from '../../domain/eventstore/subscriber.js';
 import { createPostgresStore } from '../../domain/eventstore/postgres.js';
 import { COMMANDS_CHECKPOINT } from '../../reactors/commands/delivery.js';
+import { refusing } from '../support/refusing.js';
 
 /**
  * A command's retries, where an attempt's outcome goes missing: the retry
@@ -62,18 +63,10 @@ async function givenPending(ctx: Ctx, hex: string, mode: 'down' | 'busy'): Promi
 }
 
 retries('given a retry that reaches ChirpStack but whose outcome the database fails to store once, when it is tried again, then it is found in the queue and not queued twice', async (ctx) => {
-  const db = ctx.t.platform.deps.db;
   // (busy: a refusal that says the request was not taken, so the retry alone would not look in the queue first)
   const commandId = await givenPending(ctx, 'a1a1', 'busy');
-  // Given the next CommandAccepted refused by the database, once (a sequence counts outside the failed transaction),
-  await sql`CREATE SEQUENCE test_accepted_failures`.execute(db);
-  await sql`CREATE FUNCTION test_fail_accepted_once() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.type = 'CommandAccepted' AND nextval('test_accepted_failures') = 1 THEN RAISE EXCEPTION 'the database failed'; END IF;
-      RETURN NEW;
-    END $$`.execute(db);
-  await sql`CREATE TRIGGER test_fail_accepted_once BEFORE INSERT ON es.events FOR EACH ROW EXECUTE FUNCTION test_fail_accepted_once()`.execute(db);
-  try {
+  // Given the next CommandAccepted refused by the database, once,
+  const tried = await refusing(ctx.t.platform.deps.db, 'es.events', `NEW.type = 'CommandAccepted'`, async () => {
     // when ChirpStack is back and the retries go on,
     ctx.ns.mode = 'up';
     const queued = await eventually(async () => {
@@ -84,12 +77,8 @@ retries('given a retry that reaches ChirpStack but whose outcome the database fa
     const items = held(ctx.ns, 'a1a1');
     assert.is(items.length, 1, 'queued once');
     assert.is(queued.networkItemId, items[0]!.id);
-    assert.ok(Number((await sql<{ v: string }>`SELECT last_value::text AS v FROM test_accepted_failures`.execute(db)).rows[0]!.v) >= 2, 'the failed record was retried');
-  } finally {
-    await sql`DROP TRIGGER test_fail_accepted_once ON es.events`.execute(db);
-    await sql`DROP FUNCTION test_fail_accepted_once()`.execute(db);
-    await sql`DROP SEQUENCE test_accepted_failures`.execute(db);
-  }
+  });
+  assert.ok(tried >= 2, 'the failed record was retried');
 });
 
 retries('given a failed attempt that delivery handled but the read models do not show yet (a node that died in between), when delivery starts, then the retry still happens', async (ctx) => {

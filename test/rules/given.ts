@@ -1,4 +1,5 @@
 import * as assert from 'uvu/assert';
+import { sql, type Kysely } from 'kysely';
 import type { TestPlatform } from '../support/platform.js';
 import { eventually } from '../ingest/support.js';
 
@@ -45,3 +46,12 @@ export const logged = (t: TestPlatform, ruleId: string, pattern: RegExp, ms = 10
   eventually(async () => (await ruleLog(t, ruleId, token)).find((l) => pattern.test(l.message)), ms, `a log entry of rule ${ruleId} matching ${pattern}`);
 
 export const deviceNow = async (t: TestPlatform, id: string) => (await t.call('GET', `/api/iotnodes/${id}`)).body as Record<string, any>;
+
+/** Sets the checkpoint `name` just before the last event of `type` on `streamId`: the state of a subscriber that had not handled it yet. */
+export async function checkpointBefore(db: Kysely<any>, name: string, streamId: string, type: string): Promise<void> {
+  await sql`UPDATE es.checkpoints c SET commit_position = p.tx, prepare_position = p.gp
+    FROM (SELECT transaction_id::text::numeric AS tx, global_position AS gp FROM es.events
+          WHERE (transaction_id, global_position) < (SELECT transaction_id, global_position FROM es.events WHERE stream_id = ${streamId} AND type = ${type} ORDER BY global_position DESC LIMIT 1)
+          ORDER BY transaction_id DESC, global_position DESC LIMIT 1) p
+    WHERE c.name = ${name}`.execute(db);
+}

@@ -10,7 +10,7 @@ import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventually } from '../ingest/support.js';
-import { deviceNow, edge, givenDevice, givenRule, logAction, logged, onDevice, setField, when } from './given.js';
+import { deviceNow, edge, givenDevice, givenRule, logAction, logged, onDevice, setField, when, checkpointBefore } from './given.js';
 
 const outcomes = suite('rules v2: action outcomes across a crash');
 
@@ -65,11 +65,7 @@ outcomes('given runs whose actions were done but whose outcomes a crash kept fro
     const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
     await sql`DELETE FROM es.events WHERE stream_id = ANY(${runs}::text[]) AND type LIKE 'RuleAction%'`.execute(db);
     await sql`UPDATE es.streams SET revision = 0 WHERE stream_id = ANY(${runs}::text[])`.execute(db);
-    await sql`UPDATE es.checkpoints c SET commit_position = p.tx, prepare_position = p.gp
-      FROM (SELECT transaction_id::text::numeric AS tx, global_position AS gp FROM es.events
-            WHERE (transaction_id, global_position) < (SELECT transaction_id, global_position FROM es.events WHERE stream_id = ${`device-${boiler._id}`} AND type = 'DeviceUpdated' ORDER BY global_position DESC LIMIT 1)
-            ORDER BY transaction_id DESC, global_position DESC LIMIT 1) p
-      WHERE c.name = 'rules'`.execute(db);
+    await checkpointBefore(db, 'rules', `device-${boiler._id}`, 'DeviceUpdated');
     await db.destroy();
 
     // When the platform starts again and handles the batch again.

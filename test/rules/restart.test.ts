@@ -9,7 +9,7 @@ import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventually } from '../ingest/support.js';
-import { edge, givenDevice, givenRule, logAction, logged, onDevice } from './given.js';
+import { edge, givenDevice, givenRule, logAction, logged, onDevice, checkpointBefore } from './given.js';
 
 const restart = suite('rules v2: the rules at the checkpoint after a restart');
 
@@ -41,11 +41,7 @@ restart('given a report the reactor had not handled when the rule it triggers wa
     const db = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
     await sql`DELETE FROM es.events WHERE stream_id = ANY(${runs}::text[])`.execute(db);
     await sql`DELETE FROM es.streams WHERE stream_id = ANY(${runs}::text[])`.execute(db);
-    await sql`UPDATE es.checkpoints c SET commit_position = p.tx, prepare_position = p.gp
-      FROM (SELECT transaction_id::text::numeric AS tx, global_position AS gp FROM es.events
-            WHERE (transaction_id, global_position) < (SELECT transaction_id, global_position FROM es.events WHERE stream_id = ${`device-${boiler._id}`} AND type = 'DeviceUpdated' ORDER BY global_position DESC LIMIT 1)
-            ORDER BY transaction_id DESC, global_position DESC LIMIT 1) p
-      WHERE c.name = 'rules'`.execute(db);
+    await checkpointBefore(db, 'rules', `device-${boiler._id}`, 'DeviceUpdated');
     await db.destroy();
 
     // When the platform starts again,

@@ -6,6 +6,7 @@ import { eventCount, givenUser } from './given.js';
 import { eventually } from '../ingest/support.js';
 import { verifyPassword } from '../../domain/users/password.js';
 import { verifyToken } from '../../api/auth/tokens.js';
+import { refusing } from '../support/refusing.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const users = suite<{ t: TestPlatform }>('users');
@@ -128,16 +129,8 @@ users('when a username differs from a taken one only in a letter PostgreSQL and 
 });
 
 users('when the database refuses a new user after its username was claimed, then the name is given back: the same username can be created next', async ({ t }) => {
-  const db = t.platform.deps.db;
-  // Given the next UserCreated refused by the database, once (a sequence counts outside the failed transaction),
-  await sql`CREATE SEQUENCE test_user_failures`.execute(db);
-  await sql`CREATE FUNCTION test_fail_user_once() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.type = 'UserCreated' AND nextval('test_user_failures') = 1 THEN RAISE EXCEPTION 'the database failed'; END IF;
-      RETURN NEW;
-    END $$`.execute(db);
-  await sql`CREATE TRIGGER test_fail_user_once BEFORE INSERT ON es.events FOR EACH ROW EXECUTE FUNCTION test_fail_user_once()`.execute(db);
-  try {
+  // Given the next UserCreated refused by the database, once,
+  await refusing(t.platform.deps.db, 'es.events', `NEW.type = 'UserCreated'`, async () => {
     // when a user is created, it fails;
     const failed = await t.call('POST', '/api/users', { body: { username: 'gwen' } });
     assert.is(failed.status, 500, failed.text);
@@ -145,29 +138,15 @@ users('when the database refuses a new user after its username was claimed, then
     const created = await t.call('POST', '/api/users', { body: { username: 'Gwen' } });
     assert.is(created.status, 201, created.text);
     assert.is((await t.call('GET', `/api/users/${created.body.id}`)).body.username, 'Gwen');
-  } finally {
-    await sql`DROP TRIGGER test_fail_user_once ON es.events`.execute(db);
-    await sql`DROP FUNCTION test_fail_user_once()`.execute(db);
-    await sql`DROP SEQUENCE test_user_failures`.execute(db);
-  }
+  });
 });
 
 users('given a deleted user whose name the database failed to release, when a user of that name is created, then it is created', async ({ t }) => {
-  const db = t.platform.deps.db;
   const hal = await givenUser(t, 'hal');
-  await sql`CREATE FUNCTION test_fail_release() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.type = 'UsernameReleased' THEN RAISE EXCEPTION 'the database failed'; END IF;
-      RETURN NEW;
-    END $$`.execute(db);
-  await sql`CREATE TRIGGER test_fail_release BEFORE INSERT ON es.events FOR EACH ROW EXECUTE FUNCTION test_fail_release()`.execute(db);
-  try {
+  await refusing(t.platform.deps.db, 'es.events', `NEW.type = 'UsernameReleased'`, async () => {
     const deleted = await t.call('DELETE', `/api/users/${hal.id}`);
     assert.is(deleted.status, 500, deleted.text);
-  } finally {
-    await sql`DROP TRIGGER test_fail_release ON es.events`.execute(db);
-    await sql`DROP FUNCTION test_fail_release()`.execute(db);
-  }
+  }, Infinity);
   await eventually(async () => (await t.call('GET', `/api/users/${hal.id}`)).status === 404, 5000, 'the deletion in the read models');
   const again = await t.call('POST', '/api/users', { body: { username: 'HAL' } });
   assert.is(again.status, 201, again.text);
