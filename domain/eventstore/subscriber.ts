@@ -161,6 +161,7 @@ export class CheckpointedSubscriber<DB> {
         batchSize,
         onError: (error) => {
           if (error instanceof LeaseLostError) return log.warn({ subscriber: name }, 'another node leads this subscriber now; stopping here');
+          if (error instanceof StoppingError) return log.info({ subscriber: name }, error.message);
           this.lastError = error;
           log.error({ err: error, subscriber: name }, 'a batch of the event log failed; retrying it');
         },
@@ -328,7 +329,17 @@ export class CheckpointedSubscriber<DB> {
  * runner, a rebuild's swap). Parking for those would drop the event's effect
  * for good while the database still answers.
  */
-const passing = (error: unknown): boolean => error instanceof LeaseLostError || error instanceof UnavailableError;
+const passing = (error: unknown): boolean => error instanceof LeaseLostError || error instanceof UnavailableError || error instanceof StoppingError;
+
+/**
+ * Thrown by a handler whose side effects were cut short because its part is stopping: the batch is left
+ * unfinished and unsaved, to be handled again where the part runs next (as after a crash), and never parked.
+ */
+export class StoppingError extends Error {
+  constructor(what: string) {
+    super(`${what} stopped before the batch was done; it is handled again at the next start`);
+  }
+}
 
 /** The fence of a subscriber that does not lead: every check fails. */
 const STANDBY: Fence = {

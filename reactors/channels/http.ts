@@ -319,7 +319,7 @@ export async function postOnce(url: string, headers: Record<string, string>, bod
 }
 
 /** Waits `ms`, or less once `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
     const timer = setTimeout(done, ms);

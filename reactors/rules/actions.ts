@@ -14,7 +14,8 @@ import { ruleActor } from '../../domain/rules/rule.js';
 import { outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
 import { causedId, derivedResourceId } from '../../domain/shared/ids.js';
 import { NO_OWNER } from './views.js';
-import { channelHeaders, postOnce } from '../channels/http.js';
+import { channelHeaders, postOnce, sleep } from '../channels/http.js';
+import { StoppingError } from '../../domain/eventstore/subscriber.js';
 
 /** What actions reach outside the event store with. */
 export interface ActionIo {
@@ -146,6 +147,8 @@ export class RuleActions {
       try {
         outcome = owner ? await this.act(run, action, owner, effect, chain) : { ok: false, reason: NO_OWNER };
       } catch (error) {
+        // Stopping is not the action's failure: the batch is handled again at the next start.
+        if (error instanceof StoppingError) throw error;
         outcome = { ok: false, reason: reasonOf(error) };
         if (!(error instanceof PlatformError)) this.deps.log.error({ err: error, runId: run.runId, nodeId: action.nodeId }, 'a rule action failed unexpectedly');
       }
@@ -243,16 +246,20 @@ export class RuleActions {
     return allowedMethods(owner.roles, 'device', await loadCustomRoles(this.deps.db, owner.roles)).has(method);
   }
 
-  /** POSTs a message; null once delivered, otherwise why not. */
+  /**
+   * POSTs a message; null once delivered, otherwise why not. Stopping cuts the attempts short and leaves the batch
+   * to be handled again (`StoppingError`) rather than record a failure the receiver did not cause.
+   */
   private async post(url: string, headers: Record<string, string>, body: string): Promise<string | null> {
+    const { signal } = this.stopping;
     let why = '';
     for (let attempt = 1; attempt <= CHANNEL_ACTION_RETRY.attempts; attempt++) {
-      if (this.stopping.signal.aborted) return 'the platform stopped';
-      const result = await postOnce(url, headers, body, CHANNEL_ACTION_RETRY.timeoutMs, this.stopping.signal);
+      const result = await postOnce(url, headers, body, CHANNEL_ACTION_RETRY.timeoutMs, signal);
       if (result.ok) return null;
+      if (signal.aborted) throw new StoppingError('the rules reactor');
       why = result.why;
       if (result.final) break;
-      if (attempt < CHANNEL_ACTION_RETRY.attempts) await new Promise((r) => setTimeout(r, CHANNEL_ACTION_RETRY.firstDelayMs * 2 ** (attempt - 1)));
+      if (attempt < CHANNEL_ACTION_RETRY.attempts) await sleep(CHANNEL_ACTION_RETRY.firstDelayMs * 2 ** (attempt - 1), signal);
     }
     return why;
   }

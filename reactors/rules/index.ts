@@ -127,8 +127,9 @@ export class RulesReactor {
   }
 
   async stop(): Promise<void> {
-    await this.subscriber.stop();
+    // Actions first: a channel POST under way ends now, and its batch is handled again at the next start.
     await this.actions.stop();
+    await this.subscriber.stop();
   }
 
   /** The rules as they were at the checkpoint: each rule stream folded up to it; later rule events come through the log. */
