@@ -1,6 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { RawPublisher } from '../support/rawMqtt.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
 import { climateHex, deviceWhen, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink, type LogLine } from './given.js';
 
@@ -74,7 +75,7 @@ async function givenHostileMqttDevice({ t, p }: { t: TestPlatform; p: Provider }
 
 errors.before(async (ctx) => {
   ctx.t = await startTestPlatform();
-  ctx.p = await givenProvider(ctx.t, 'hostile', ['svc/generic/v2/hostile/one', 'svc/generic/v2/hostile/spec']);
+  ctx.p = await givenProvider(ctx.t, 'hostile', ['svc/generic/v2/hostile/one', 'svc/generic/v2/hostile/spec', 'svc/generic/v2/hostile/burst']);
   await givenTranslator(ctx.t, { name: 'hostile-decoder', version: '1.0.0', match: {}, spec, code: hostile });
   ctx.device = (await givenDevice(ctx.t, { name: 'hostile', translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] }))._id;
   ctx.count = 0;
@@ -260,6 +261,27 @@ errors('when a decoder times out three times within a minute, then it is suspend
   const suspended = await logsAtLeast(t, looping, 4);
   assert.match(suspended[0]!.message, /^Translator always-loops 1\.0\.0 failed \(suspended\): suspended for this device until /);
   assert.is((await uplink(t, device, climateHex(7, 0, 0), 1)).temperature, 7, 'another translator is unaffected');
+});
+
+errors('when a burst of uplinks that make a decoder loop arrives in one read, then the decoder runs at most three times before it is suspended, and the rest are stored undecoded', async (ctx) => {
+  const { t } = ctx;
+  const topic = 'svc/generic/v2/hostile/burst';
+  const { c, mqttDevice } = await givenHostileMqttDevice(ctx, topic);
+  await c.endAsync();
+  const raw = new RawPublisher(t.mqttPort);
+  await raw.connect(ctx.p.username, ctx.p.password);
+  try {
+    const calls = t.platform.translation.calls;
+    // Port 30 makes the hostile decoder loop until its time limit; all eight publishes come in one TCP write.
+    raw.publishAll(Array.from({ length: 8 }, (_, i) => ({ messageId: i + 1, topic, payload: JSON.stringify({ encodedData: { hexEncoded: '00', port: 30 }, n: i }) })));
+    await eventually(async () => raw.acks >= 8, 30_000, 'every uplink acknowledged');
+    assert.ok(t.platform.translation.calls - calls <= 3, `the looping decoder ran ${t.platform.translation.calls - calls} times`);
+    const logs = await logsAtLeast(t, mqttDevice._id, 8);
+    assert.ok(logs.filter((l) => /failed \(suspended\)/.test(l.message)).length >= 5, logs.map((l) => l.message).join('\n'));
+    assert.is((await deviceWhen(t, mqttDevice._id, (d) => d.n === 7, 'the last uplink stored')).n, 7);
+  } finally {
+    raw.close();
+  }
 });
 
 errors('when one device’s payloads make a shared decoder loop three times within a minute, then only that device is suspended: another device on the same decoder decodes normally', async (ctx) => {
