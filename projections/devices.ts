@@ -295,7 +295,7 @@ export function devicesProjection(): Projection {
         const updates = [...slow.entries()].filter(([, r]) => !r.isNew && !r.deleted && r.changed);
         if (inserts.length) {
           await sql`INSERT INTO devices (id, doc, name, category, secret, credentials_set_id, lnglat, created_by, revision, created_at, updated_at, reported_at)
-            SELECT u.id, u.doc, u.doc->>'name', u.doc->>'category', u.doc->>'secret', u.cs, ${lnglatOf(sql.ref('u.doc'))}, u.created_by, u.revision,
+            SELECT u.id, u.doc, ${keyOf(sql.ref('u.doc'), 'name')}, ${keyOf(sql.ref('u.doc'), 'category')}, ${keyOf(sql.ref('u.doc'), 'secret')}, u.cs, ${lnglatOf(sql.ref('u.doc'))}, u.created_by, u.revision,
               (u.doc->>'createdAt')::timestamptz, (u.doc->>'updatedAt')::timestamptz, (u.doc->>'reportedAt')::timestamptz
             FROM jsonb_to_recordset(${rowsParam(inserts)}::jsonb) AS u(id text, doc jsonb, cs text, created_by text, revision bigint)
             ON CONFLICT (id) DO NOTHING`.execute(tx);
@@ -361,7 +361,7 @@ export function devicesProjection(): Projection {
 
 /** Writes folded rows; with `before`, only those still at the revision it gives for them. Answers the ids written. */
 async function updateRows(tx: Transaction<Database>, list: [string, Row][], before?: Map<string, number>): Promise<Set<string>> {
-  const { rows } = await sql<{ id: string }>`UPDATE devices d SET doc = u.doc, name = u.doc->>'name', category = u.doc->>'category', secret = u.doc->>'secret',
+  const { rows } = await sql<{ id: string }>`UPDATE devices d SET doc = u.doc, name = ${keyOf(sql.ref('u.doc'), 'name')}, category = ${keyOf(sql.ref('u.doc'), 'category')}, secret = ${keyOf(sql.ref('u.doc'), 'secret')},
       lnglat = ${lnglatOf(sql.ref('u.doc'))}, revision = u.revision,
       updated_at = (u.doc->>'updatedAt')::timestamptz, reported_at = (u.doc->>'reportedAt')::timestamptz
     FROM jsonb_to_recordset(${rowsParam(list, before)}::jsonb) AS u(id text, doc jsonb, revision bigint, before bigint)
@@ -370,6 +370,17 @@ async function updateRows(tx: Transaction<Database>, list: [string, Row][], befo
   return new Set(rows.map((r) => r.id));
 }
 
-/** The PostGIS point of a device document's `lnglat`, or NULL. */
+/**
+ * The PostGIS point of a device document's `lnglat`, or NULL: made from its coordinates alone, so members a report
+ * may carry beside them (a GeoJSON `crs` naming an unknown reference system) never fail the batch.
+ */
 const lnglatOf = (doc: ReturnType<typeof sql.ref>) =>
-  sql`CASE WHEN jsonb_typeof(${doc}->'lnglat') = 'object' THEN ST_SetSRID(ST_GeomFromGeoJSON(${doc}->>'lnglat'), 4326) END`;
+  sql`CASE WHEN jsonb_typeof(${doc}->'lnglat'->'coordinates'->0) = 'number' AND jsonb_typeof(${doc}->'lnglat'->'coordinates'->1) = 'number'
+    THEN ST_SetSRID(ST_MakePoint((${doc}->'lnglat'->'coordinates'->>0)::float8, (${doc}->'lnglat'->'coordinates'->>1)::float8), 4326) END`;
+
+/**
+ * A text field of the document for an indexed column, or NULL past 1024 bytes: a B-tree entry holds about 2,700 bytes,
+ * and a report may bring any text (`category` is a report's field like another). The document keeps the value.
+ */
+const keyOf = (doc: ReturnType<typeof sql.ref>, field: string) =>
+  sql`CASE WHEN octet_length(${doc}->>${field}) <= 1024 THEN ${doc}->>${field} END`;

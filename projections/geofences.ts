@@ -5,6 +5,7 @@ import type { RecordedEvent } from '../domain/shared/events.js';
 import { geofenceDecider, type ActiveGeofence, type GeofenceEvent } from '../domain/geofences/geofence.js';
 import type { DeviceEvent } from '../domain/devices/device.js';
 import type { Polygon } from '../domain/geofences/fence.js';
+import { isResourceId } from '../domain/shared/ids.js';
 
 export interface GeofencesTable {
   id: string;
@@ -51,8 +52,9 @@ export const geofencesProjection: Projection = {
   },
 };
 
+/** The devices a tracker's `assetList` names: device ids only, since a client may write any list (and any text) there. */
 const assetIds = (list: unknown): string[] =>
-  Array.isArray(list) ? list.flatMap((a) => (typeof (a as { assetId?: unknown })?.assetId === 'string' ? [(a as { assetId: string }).assetId] : [])) : [];
+  Array.isArray(list) ? list.flatMap((a) => { const id = (a as { assetId?: unknown })?.assetId; return isResourceId(id) ? [id] : []; }) : [];
 
 async function applyAssetList(tx: Transaction<Database>, event: RecordedEvent & DeviceEvent): Promise<void> {
   let list: unknown;

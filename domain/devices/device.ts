@@ -188,6 +188,8 @@ export function reportableFields(payload: DeviceDoc, nested: boolean): { kept: D
   const dropped: string[] = [];
   for (const [key, value] of Object.entries(payload)) {
     if (PROTECTED_FROM_REPORTS.has(key) || (key === 'lnglat' && !isLngLat(value))) dropped.push(key);
+    // A point as REST keeps it: other members (a GeoJSON `crs`) are not the platform's to store.
+    else if (key === 'lnglat') kept.lnglat = { type: 'Point', coordinates: [...(value as { coordinates: [number, number] }).coordinates] };
     else kept[key] = value;
   }
   return { kept, dropped };

@@ -76,11 +76,12 @@ export class GeofenceTracking {
 
   private async handlePosition(event: RecordedEvent, position: Point | null): Promise<void> {
     const assetId = (event.data as { id: string }).id;
-    const point = position ? JSON.stringify(position) : null;
+    // The point from its coordinates alone: other members a report may carry (a GeoJSON `crs`) are not the platform's.
+    const [lng, lat] = position ? [Number(position.coordinates[0]), Number(position.coordinates[1])] : [null, null];
     const { rows } = await sql<{ tracker: string; inside: boolean }>`
       SELECT tracker, bool_or(inside) AS inside FROM (
         SELECT g.ref AS tracker, true AS inside FROM geofences g
-          WHERE g.ref IS NOT NULL AND ${point}::text IS NOT NULL AND ST_Contains(g.geom, ST_SetSRID(ST_GeomFromGeoJSON(${point}::text), 4326))
+          WHERE g.ref IS NOT NULL AND ${lng}::float8 IS NOT NULL AND ST_Contains(g.geom, ST_SetSRID(ST_MakePoint(${lng}::float8, ${lat}::float8), 4326))
         UNION ALL
         SELECT p.tracker_id, false FROM geofence_presence p WHERE p.asset_id = ${assetId}
       ) c WHERE tracker <> ${assetId} GROUP BY tracker`.execute(this.deps.db);

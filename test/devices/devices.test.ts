@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { sql } from 'kysely';
@@ -138,6 +139,17 @@ devices('when a secret is over 1024 bytes (1024 characters of three bytes each),
   assert.is(updated.status, 422, updated.text);
   const read = await t.call('GET', `/api/iotnodes/${device.body._id}`);
   assert.is(read.body.secret, '統'.repeat(341));
+});
+
+devices('when a client writes an assetList naming no device (a 3,000-character assetId), then the update is stored and shown, and nothing is set aside', async ({ t }) => {
+  const device = await t.call('POST', '/api/iotnodes', { body: { name: 'listed by hand' } });
+  const assetId = randomBytes(2250).toString('base64');
+  const updated = await t.call('PUT', `/api/iotnodes/${device.body._id}`, { body: { assetList: [{ assetId }], note: 'after' } });
+  assert.is(updated.status, 200, updated.text);
+  assert.is(updated.body.note, 'after');
+  assert.equal(updated.body.assetList, [{ assetId }]);
+  const parked = await t.platform.deps.db.selectFrom('es.parked_events' as any).select('event_id').execute();
+  assert.equal(parked, []);
 });
 
 devices.run();

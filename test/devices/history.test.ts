@@ -1,6 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
 import { deviceStream, type DeviceEvent } from '../../domain/devices/device.js';
@@ -132,6 +133,19 @@ history('when values are near the limits of a 64-bit float, then the mean and th
   const sum = await t.call('GET', `/api/iotnodes/${id}/stats?start=${T0}&end=${T0 + 180}&measurement=edge&distance=180&calculation=sum`);
   assert.is(sum.status, 422, sum.text);
   assert.is(sum.text, 'ERR - calculation sum of edge is out of the range of a 64-bit floating-point number');
+});
+
+history('when a report brings a category of 3,000 random bytes or a lnglat with a crs naming no reference system, then the device keeps both reports, its point is its coordinates, and nothing is set aside', async ({ t, id }) => {
+  const category = randomBytes(2250).toString('base64');
+  await report(t, id, 175, { category, level: 1 });
+  await report(t, id, 176, { lnglat: { type: 'Point', coordinates: [18.07, 59.33], crs: { type: 'name', properties: { name: 'EPSG:99999999999' } } }, level: 2 });
+  const device = (await t.call('GET', `/api/iotnodes/${id}`)).body;
+  assert.is(device.level, 2);
+  assert.is(device.category, category);
+  const { rows } = await sql<{ category: string | null; lng: number; lat: number }>`SELECT category, ST_X(lnglat) AS lng, ST_Y(lnglat) AS lat FROM devices WHERE id = ${id}`.execute(t.platform.deps.db);
+  assert.equal(rows[0], { category: null, lng: 18.07, lat: 59.33 });
+  const parked = await t.platform.deps.db.selectFrom('es.parked_events' as any).select('event_id').execute();
+  assert.equal(parked, []);
 });
 
 history('logs: filters, cursor paging, access and expiry', async ({ t, id }) => {
