@@ -4,12 +4,17 @@ import { writeLog, type LogEntry } from './logEntry.js';
 
 /** Per resource and minute, at most this many entries of one kind; the rest are counted and summed up in one entry. */
 const PER_MINUTE = 20;
+/**
+ * Per resource and minute, at most this many entries of all kinds together: a kind may quote the client (a field's
+ * path, a topic), so a client that varies it would otherwise pass the limit per kind with every message.
+ */
+const PER_MINUTE_ALL_KINDS = 60;
 
 /**
  * Writes user-visible log entries for the data path (refused logins and
  * publishes, undeliverable channel messages) without letting a misbehaving
  * client turn them into a write flood: entries are limited per resource and
- * kind, and the suppressed ones are reported as a count.
+ * kind and per resource, and the suppressed ones are reported as a count.
  */
 export class LogWriter {
   private windows = new Map<string, { start: number; count: number; suppressed: number }>();
@@ -23,20 +28,29 @@ export class LogWriter {
   /** Fire and forget: a failing log write is reported to the process log and never breaks the caller. */
   write(entry: LogEntry, kind: string = entry.message): void {
     const now = this.clock();
-    const key = `${entry.resourceId}\u0000${kind}`;
+    const all = this.window(`${entry.resourceId}\u0000`, entry, now, (n) => `${n} more entries were left out in the last minute`);
+    const one = this.window(`${entry.resourceId}\u0000${kind}`, entry, now, (n) => `${n} more entries like "${kind.slice(0, 200)}" were left out in the last minute`);
+    if (all.count >= PER_MINUTE_ALL_KINDS || one.count >= PER_MINUTE) {
+      // Counted once, where it was left out: by its kind when its kind is full, otherwise with all kinds.
+      if (one.count >= PER_MINUTE) one.suppressed++;
+      else all.suppressed++;
+      return;
+    }
+    all.count++;
+    one.count++;
+    this.append(entry, now);
+  }
+
+  /** The current minute's window of `key`; a window that ended is summed up (`summary`) when it left entries out. */
+  private window(key: string, entry: LogEntry, now: Date, summary: (n: number) => string) {
     let w = this.windows.get(key);
     if (!w || now.getTime() - w.start >= 60_000) {
-      if (w?.suppressed) this.append({ ...entry, message: `${w.suppressed} more entries like "${kind}" were left out in the last minute` }, now);
+      if (w?.suppressed) this.append({ ...entry, message: summary(w.suppressed) }, now);
       w = { start: now.getTime(), count: 0, suppressed: 0 };
       this.windows.set(key, w);
       if (this.windows.size > 100_000) this.prune(now.getTime());
     }
-    if (w.count >= PER_MINUTE) {
-      w.suppressed++;
-      return;
-    }
-    w.count++;
-    this.append(entry, now);
+    return w;
   }
 
   private append(entry: LogEntry, now: Date): void {
