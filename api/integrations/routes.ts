@@ -10,6 +10,7 @@ import { moduleOfWebhook } from '../../reactors/integrations/index.js';
 import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
 import type { DirectCall, DirectRoute } from '../direct.js';
 import { storable } from '../../domain/shared/time.js';
+import { createHash } from 'node:crypto';
 
 const sha256 = (text: string) => hash('sha256', text, 'buffer');
 
@@ -113,8 +114,8 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
             payload,
             // The network server's time, when it is one the platform stores (a year 0 would never reach the read models).
             receivedAt: event.receivedAt && storable(Date.parse(event.receivedAt)) ? event.receivedAt : now,
-            correlationId: `integration:${connector.id}:${event.messageId}`,
-            dedupKey: `${connector.id}\u0000${event.messageId}`,
+            correlationId: `integration:${connector.id}:${messageKey(event.messageId)}`,
+            dedupKey: `${connector.id}\u0000${messageKey(event.messageId)}`,
           });
           stored++;
           break;
@@ -198,3 +199,10 @@ const describeMatch = (match: DownlinkMatch): string =>
   'lastConfirmed' in match
     ? 'a confirmed downlink sent or queued'
     : `a queued downlink${match.queued.fPort !== undefined ? ` on port ${match.queued.fPort}` : ''}${match.queued.hex !== undefined ? ` with payload ${match.queued.hex.slice(0, 64)}` : ''}`;
+
+/**
+ * A network server's message id as the platform keys it: as sent up to 256 bytes, otherwise its SHA-256. It goes
+ * into the report's correlation id, an indexed key of the event log (an index entry holds about 2,700 bytes).
+ */
+export const messageKey = (id: string): string => (Buffer.byteLength(id) <= 256 ? id : `sha256:${createHash('sha256').update(id).digest('hex')}`);
+

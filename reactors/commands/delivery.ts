@@ -178,6 +178,11 @@ export class CommandDelivery {
       return;
     }
     if (outcome.type === 'accepted') {
+      if (outcome.networkItemId && Buffer.byteLength(outcome.networkItemId) > 256) {
+        // An id is an indexed key of the commands read model; no network server's is this long. Kept out, and said.
+        this.connectorLog(request, 'warning', `Command ${request.command} (${request.id}): the network server's queue item id is longer than 256 bytes and is not kept; its delivery reports cannot be matched to the command`);
+        outcome = { ...outcome, networkItemId: undefined };
+      }
       await this.record(request.id, { type: 'CommandAccepted', data: { id: request.id, ...(outcome.networkItemId ? { networkItemId: outcome.networkItemId } : {}), ...(outcome.items ? { items: outcome.items } : {}), at } }, context);
       if (connector) await this.health(request.connectorId, 'ok', undefined, at, context);
       return;

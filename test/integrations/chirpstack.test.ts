@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
-import { eventually } from '../ingest/support.js';
+import { eventually, projected } from '../ingest/support.js';
 import { climateHex, deviceWhen, givenTranslator, logsOf } from '../translators/given.js';
 import { ChirpStackStandIn } from '../standins/chirpstack.js';
 import { refusing } from '../support/refusing.js';
@@ -73,6 +74,19 @@ cs('when ChirpStack posts an uplink with a time outside the years 0001 to 9999, 
   assert.ok(Date.parse(after.reportedAt) >= before - 1000, after.reportedAt);
   const parked = await t.platform.deps.db.selectFrom('es.parked_events' as any).select('event_id').execute();
   assert.equal(parked, []);
+});
+
+cs('when ChirpStack posts an uplink whose deduplicationId is 3,000 random characters, twice (its retry), then it is stored, once', async ({ t, ns, device }) => {
+  const frame = Buffer.from(climateHex(17.75, 42, 3000), 'hex');
+  const body = { deduplicationId: randomBytes(2250).toString('base64'), time: new Date().toISOString(), deviceInfo: { devEui: EUI }, fCnt: 98, fPort: 1, data: frame.toString('base64') };
+  const first = await ns.post('up', body);
+  assert.is(first.status, 200, first.text);
+  assert.equal(JSON.parse(first.text), { stored: 1 });
+  assert.is((await ns.post('up', body)).status, 200);
+  await deviceWhen(t, device._id, (d) => d.temperature === 17.75, 'the uplink with a long deduplication id');
+  await projected(t);
+  const stats = await t.call('GET', `/api/iotnodes/${device._id}/stats?measurement=temperature&start=0`);
+  assert.is(stats.body.filter((p: { value: number }) => p.value === 17.75).length, 1);
 });
 
 cs('when ChirpStack posts the same uplink twice (its retry), then it is stored once', async ({ t, ns, device }) => {

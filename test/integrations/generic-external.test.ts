@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import mqtt, { type MqttClient } from 'mqtt';
@@ -156,9 +157,12 @@ ext('when messages are not JSON objects, are on the platform\'s own topics, or n
   await gateway.publishAsync('plant/array', '[1,2]', { qos: 1 });
   await gateway.publishAsync('plant/nul', JSON.stringify({ text: 'a\u0000b' }), { qos: 1 });
   await gateway.publishAsync('plant/foreign', JSON.stringify({ temperature: 99 }), { qos: 1 });
+  const long = `plant/${randomBytes(1500).toString('hex')}`;
+  await gateway.publishAsync(long, JSON.stringify({ temperature: 1 }), { qos: 1 });
   await eventually(async () => {
     const messages = (await logsOf(t, connector._id)).map((l) => l.message);
     return (
+      messages.includes(`MQTT message on ${long.slice(0, 200)}… not stored: the topic is longer than 1024 bytes, the most a device's secret (its topic) may be`) &&
       messages.includes('MQTT message on plant/bad-json not stored: the payload is not JSON') &&
       messages.includes('MQTT message on plant/array not stored: the payload is not a JSON object') &&
       messages.some((m) => m.startsWith('MQTT message on plant/nul not stored: the field text must not contain NUL')) &&

@@ -295,10 +295,13 @@ class Link {
     // A command on the connector's downlink topics (with MQTT 3.1.1 a subscriber also gets its own publishes) is no device's report.
     if (this.downlinkRoot && (topic === this.downlinkRoot || topic.startsWith(`${this.downlinkRoot}/`))) return this.acked(pending);
     const refuse = (why: string) => {
-      this.deps.logs.write({ resourceId: this.id, resourceType: 'connector', type: 'error', priority: 'high', category: 'update', message: `MQTT message on ${topic} not stored: ${why}` }, why);
+      const shown = topic.length > 200 ? `${topic.slice(0, 200)}…` : topic;
+      this.deps.logs.write({ resourceId: this.id, resourceType: 'connector', type: 'error', priority: 'high', category: 'update', message: `MQTT message on ${shown} not stored: ${why}` }, why);
       this.acked(pending);
     };
     if (isPlatformTopic(topic)) return refuse(`the topic is below ${ALLOWED_ROOTS.find((r) => topic.startsWith(r))}, where the platform's own broker names its devices`);
+    // The topic becomes its device's secret, which, like a reserved topic, is at most 1024 bytes.
+    if (Buffer.byteLength(topic) > 1024) return refuse('the topic is longer than 1024 bytes, the most a device\'s secret (its topic) may be');
     const payload = typeof packet.payload === 'string' ? Buffer.from(packet.payload) : packet.payload;
     const read = readPayload(topic, payload);
     if ('why' in read) return refuse(read.why);
