@@ -281,9 +281,19 @@ export class IngestPipeline {
     for (const m of batch) m.taken = true;
     const started = this.metrics ? performance.now() : 0;
     if (this.redeliveries) await this.recall(batch);
+    await this.lookUpStored(batch);
     const units: Unit[] = [];
     const answered: IngestMessage[] = [];
+    // A message and its re-send in one batch: the re-send waits for the next batch, which knows whether the first was
+    // stored (then it is answered as a re-send) or not (then it is stored).
+    const inBatch = new Map<string, string>();
+    const later: IngestMessage[] = [];
     for (const m of batch) {
+      if (m.dedup && inBatch.get(m.dedup.key) === m.dedup.hash) {
+        later.push(m);
+        continue;
+      }
+      if (m.dedup) inBatch.set(m.dedup.key, m.dedup.hash);
       if (this.isResend(m)) {
         answered.push(m);
         continue;
@@ -324,6 +334,7 @@ export class IngestPipeline {
     if (this.redeliveries) await this.redeliveries.put(remembered);
     for (const u of outcome.failed) u.message.done(new Error('storing the message failed'));
 
+    if (later.length) this.pending.unshift(...later);
     const acked = [...answered, ...outcome.stored.map((u) => u.message), ...outcome.refused.map((u) => u.message)];
     const conns = new Set(acked.map((m) => m.conn).filter((c) => c !== undefined));
     for (const c of conns) c.cork();
@@ -359,6 +370,15 @@ export class IngestPipeline {
       const r = found[i];
       if (r) this.stored.set(key, r);
     });
+  }
+
+  /**
+   * Looks for the batch's possible re-sends that the memory does not know among the latest reports in the store, by
+   * their correlation id (indexed): a re-send (DUP) from a node that died before it recorded the original in Redis,
+   * or a network server's retry after a restart (the memory is seeded with MQTT messages only, whose correlation id
+   * carries the content's hash).
+   */
+  private async lookUpStored(batch: IngestMessage[]): Promise<void> {
     const unknown = batch.filter((m) => m.dedup?.redelivery && !this.stored.has(m.dedup.key));
     if (unknown.length === 0 || this.store.kind !== 'postgres') return;
     try {

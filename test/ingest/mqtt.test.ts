@@ -8,6 +8,7 @@ import { toNewEvent } from '../../domain/shared/decider.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { reservedTopicStream } from '../../domain/topics/reservedTopic.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { RawPublisher } from '../support/rawMqtt.js';
 import { givenUser } from '../users/given.js';
 import { closed, connectMqtt, deviceOf, eventually, givenProvider, projected, publish, type Provider } from './support.js';
 
@@ -185,6 +186,24 @@ broker('when a client id is longer than 256 bytes, then the login is refused as 
     await eventually(async () => (await deviceOf(t, `${ROOT}/lonely`)).longIdPublish === 1, 10_000, 'the report from the 256-byte client id');
   } finally {
     await client.endAsync();
+  }
+});
+
+broker('when a message and its re-send (DUP) arrive in one read, before the first is stored, then it is stored once and both are acknowledged', async ({ t, p }) => {
+  const raw = new RawPublisher(t.mqttPort);
+  await raw.connect(p.username, p.password);
+  try {
+    const payload = JSON.stringify({ inOneRead: 41 });
+    raw.publishAll([
+      { messageId: 77, topic: `${ROOT}/lonely`, payload },
+      { messageId: 77, topic: `${ROOT}/lonely`, payload, dup: true },
+    ]);
+    await eventually(async () => raw.acks >= 2, 10_000, 'both acknowledged');
+    await projected(t);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM es.events WHERE type = 'DeviceReported' AND data->'payload'->>'inOneRead' = '41'`.execute(t.platform.deps.db);
+    assert.is(rows[0]!.n, 1);
+  } finally {
+    raw.close();
   }
 });
 

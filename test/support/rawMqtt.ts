@@ -34,8 +34,8 @@ export class RawPublisher {
   }
 
   /** Several QoS 1 publishes in one write, so the broker reads them in one turn of its event loop. */
-  publishAll(messages: { messageId: number; topic: string; payload: string }[]): void {
-    this.socket.write(Buffer.concat(messages.map((m) => mqttPacket.generate({ cmd: 'publish', qos: 1, messageId: m.messageId, topic: m.topic, payload: m.payload, dup: false, retain: false }))));
+  publishAll(messages: { messageId: number; topic: string; payload: string; dup?: boolean }[]): void {
+    this.socket.write(Buffer.concat(messages.map((m) => mqttPacket.generate({ cmd: 'publish', qos: 1, messageId: m.messageId, topic: m.topic, payload: m.payload, dup: m.dup ?? false, retain: false }))));
   }
 
   close(): void {
