@@ -5,6 +5,7 @@ import type { DeviceEvent } from '../domain/devices/device.js';
 import type { Database } from './database.js';
 import type { Projection } from './runner.js';
 import { jsonbArray } from '../domain/shared/jsonb.js';
+import { calculationActor } from '../domain/calculations/calculation.js';
 
 export interface CalculationsTable {
   id: string;
@@ -53,7 +54,8 @@ export const calculationsProjection: Projection = {
       if (EVENTS.has(event.type)) await applyEvent(tx, event as RecordedEvent & CalculationEvent);
       else if (event.type === 'DeviceReported') {
         const match = RESULT.exec((event.data as { topic?: string }).topic ?? '');
-        if (match) results.set(match[1]!, event as RecordedEvent & DeviceEvent & { type: 'DeviceReported' });
+        // Written by the calculation itself: a report from elsewhere (an external broker's topic may be any text) is none of its results.
+        if (match && event.metadata.actor === calculationActor(match[1]!)) results.set(match[1]!, event as RecordedEvent & DeviceEvent & { type: 'DeviceReported' });
       }
     }
     await applyResults(tx, results);

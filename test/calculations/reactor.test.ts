@@ -8,6 +8,8 @@ import { givenUser } from '../users/given.js';
 import { eventCount } from '../users/given.js';
 import { givenCalculation, givenCalculator, givenDevice, grant, lastValue, readings, windowOf } from './given.js';
 import { deviceNow, edge, givenRule, onDevice, ruleLog, setField, when } from '../rules/given.js';
+import { toNewEvent } from '../../domain/shared/decider.js';
+import type { DeviceEvent } from '../../domain/devices/device.js';
 
 const ROOT = 'svc/generic/v2/calc';
 
@@ -81,6 +83,18 @@ reactor('given a lastValue sum over two devices, when one reports, then the dest
   assert.equal([device.totalPower, device.reportedAt], [6, '2026-05-01T09:02:00.000Z']);
   await eventually(async () => (await t.call('GET', `/api/calculations/${calc._id}`)).body.lastResult?.value === 6, 5000, 'the last result');
   assert.equal((await t.call('GET', `/api/calculations/${calc._id}`)).body.lastResult, { value: 6, reportedAt: '2026-05-01T09:02:00.000Z' });
+});
+
+reactor('given a calculation, when a report not written by it names its topic (calculation:<id>, as an external broker\'s topic could), then it is not taken for the calculation\'s last result', async (ctx) => {
+  const { t, a } = ctx;
+  const c = await givenDevice(t, 'spoof target');
+  const calc = await givenCalculation(t, lastValue([[a, 'spoofable']], [c, 'spoofed'], 'max'));
+  await report(ctx, 'a', { spoofable: 4 }, '2026-05-01T10:00:00.000Z');
+  await eventually(async () => (await t.call('GET', `/api/calculations/${calc._id}`)).body.lastResult?.value === 4, 5000, 'the real result');
+  const forged: DeviceEvent = { type: 'DeviceReported', data: { id: c, topic: `calculation:${calc._id}`, path: [], payload: { spoofed: 999 }, reportedAt: '2026-05-01T10:05:00.000Z' } };
+  const stored = await t.platform.deps.store.append(`device-${c}`, [toNewEvent(forged, { actor: 'connector:000000000000000000000000', correlationId: 'forged', now: '2026-05-01T10:05:00.000Z' })], 'any');
+  await t.platform.deps.projections.waitFor(stored.position, 5000);
+  assert.equal((await t.call('GET', `/api/calculations/${calc._id}`)).body.lastResult, { value: 4, reportedAt: '2026-05-01T10:00:00.000Z' });
 });
 
 reactor('given a device-triggered rule on a calculation\'s destination, when a source reports, then each result fires the rule as a report from a device would, and the rule\'s setField on the source runs no calculation', async (ctx) => {
