@@ -477,6 +477,12 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         log.warn({ userId: session.id, topic }, 'MQTT publish refused: users only consume');
         return callback(refusal('users may not publish'));
       }
+      if (packet.qos === 2) {
+        // QoS 2 keeps each publish in the session until the client's PUBREL, which a client may never send: a store a
+        // client could fill without bound. QoS 1 with the platform's re-send detection already stores a message once.
+        refuseSet(session.id, `MQTT publish on ${topic} refused: QoS 2 is not supported; publish at QoS 0 or 1`, 'qos 2');
+        return callback(refusal('QoS 2 is not supported'));
+      }
       if (topic.startsWith('$SYS/')) {
         refuseSet(session.id, `MQTT publish on ${topic} refused: $SYS/ topics are reserved to the broker`, 'publish refused');
         return callback(refusal('$SYS/ topic is reserved'));

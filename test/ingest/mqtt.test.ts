@@ -207,6 +207,18 @@ broker('when a message and its re-send (DUP) arrive in one read, before the firs
   }
 });
 
+broker('when a device publishes at QoS 2, then the connection is closed, nothing is stored, and the set\'s log says QoS 2 is not supported', async ({ t, p }) => {
+  const client = await connectMqtt(t, p.username, p.password, { reconnectPeriod: 0 });
+  const gone = closed(client);
+  client.publish(`${ROOT}/lonely`, JSON.stringify({ qos2: 1 }), { qos: 2 });
+  assert.ok(await gone, 'the connection is closed');
+  await eventually(async () => (await logsOf(t, p.setId)).some((l) => l.message === `MQTT publish on ${ROOT}/lonely refused: QoS 2 is not supported; publish at QoS 0 or 1`), 10_000, 'the refusal in the set\'s log');
+  await projected(t);
+  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM es.events WHERE type = 'DeviceReported' AND data->'payload' ? 'qos2'`.execute(t.platform.deps.db);
+  assert.is(rows[0]!.n, 0);
+  client.end(true);
+});
+
 broker('when a user logs in with a valid token, then it connects; with an expired or foreign token it is refused', async ({ t }) => {
   const user = await givenUser(t, 'consumer');
   const c = await connectMqtt(t, user.id, user.token);
