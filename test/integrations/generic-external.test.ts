@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { randomBytes } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -148,6 +149,19 @@ ext('when a downlink is sent, then a subscriber of the broker gets it on <downli
   } finally {
     await subscriber.endAsync(true);
   }
+});
+
+ext('when the broker delivers a flood of QoS 0 messages, then every one is stored, in order', async ({ t, gateway }) => {
+  const N = 6000;
+  for (let i = 0; i < N; i++) gateway.publish('plant/flood', JSON.stringify({ n: i }), { qos: 0 });
+  const device = await deviceOfTopic(t, 'plant/flood');
+  await eventually(async () => {
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM es.events WHERE type = 'DeviceReported' AND stream_id = ${`device-${device._id}`}`.execute(t.platform.deps.db);
+    return rows[0]!.n === N;
+  }, 60_000, `all ${N} messages stored`);
+  const { rows } = await sql<{ n: number }>`SELECT (data->'payload'->>'n')::int AS n FROM es.events WHERE type = 'DeviceReported' AND stream_id = ${`device-${device._id}`} ORDER BY revision`.execute(t.platform.deps.db);
+  const bad = rows.findIndex((r, i) => r.n !== i);
+  assert.is(bad, -1, `first out of order at ${bad}: ${JSON.stringify(rows.slice(Math.max(0, bad - 3), bad + 5).map((r) => r.n))}`);
 });
 
 ext('when messages are not JSON objects, are on the platform\'s own topics, or name another connector\'s device, then nothing is stored and the connector log says why', async ({ t, gateway, connector }) => {
