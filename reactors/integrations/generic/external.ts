@@ -32,6 +32,12 @@ const ACTOR = 'system:external-broker';
  * once the message is stored.
  */
 const ACK_WHEN_STORED = new Error('acknowledged once stored');
+/**
+ * Messages of one connection handed to ingest and not yet stored; past this many the connection's socket is paused
+ * until fewer are left. QoS 0 messages have no in-flight window at the broker, so without it a broker that floods the
+ * platform would queue without bound ahead of every other publisher's messages.
+ */
+const MAX_STORING = 2_000;
 /** An MQTT 3.1.1 PUBACK: fixed header, remaining length 2, the packet id. */
 const pubAck = (id: number) => Buffer.from([0x40, 0x02, id >> 8, id & 0xff]);
 
@@ -305,6 +311,13 @@ class Link {
     const payload = typeof packet.payload === 'string' ? Buffer.from(packet.payload) : packet.payload;
     const read = readPayload(topic, payload);
     if ('why' in read) return refuse(read.why);
+    this.storing++;
+    const stream = this.client.stream;
+    if (this.storing === MAX_STORING) {
+      // Reading stops here; what MQTT.js has already read is still handed over, in order (TCP holds the rest).
+      stream.pause();
+      this.connectorLog('info', `Reading from ${this.url} paused: ${MAX_STORING} messages wait to be stored; it goes on as they are`, 'paused');
+    }
     this.deps.ingest
       .external({
         connectorId: this.id,
@@ -325,8 +338,14 @@ class Link {
           this.acks = [];
           this.client.stream?.destroy();
         },
-      );
+      )
+      .finally(() => {
+        if (--this.storing === MAX_STORING / 2 && stream === this.client.stream) stream.resume();
+      });
   }
+
+  /** Messages handed to ingest and not yet done with (`MAX_STORING`). */
+  private storing = 0;
 
   /** A message is done with: PUBACKs go out in arrival order, each once every earlier message is done too. */
   private acked(pending: PendingAck | null): void {
@@ -409,7 +428,7 @@ class Link {
     });
   }
 
-  private connectorLog(type: 'info' | 'warning' | 'error', message: string): void {
-    this.deps.logs.write({ resourceId: this.id, resourceType: 'connector', type, priority: type === 'info' ? 'low' : 'high', category: 'status', message: message.slice(0, 2000) }, `external broker ${type}`);
+  private connectorLog(type: 'info' | 'warning' | 'error', message: string, kind = `external broker ${type}`): void {
+    this.deps.logs.write({ resourceId: this.id, resourceType: 'connector', type, priority: type === 'info' ? 'low' : 'high', category: 'status', message: message.slice(0, 2000) }, kind);
   }
 }
