@@ -10,7 +10,6 @@ import { moduleOfWebhook } from '../../reactors/integrations/index.js';
 import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
 import type { DirectCall, DirectRoute } from '../direct.js';
 import { storable } from '../../domain/shared/time.js';
-import { createHash } from 'node:crypto';
 
 const sha256 = (text: string) => hash('sha256', text, 'buffer');
 
@@ -204,5 +203,4 @@ const describeMatch = (match: DownlinkMatch): string =>
  * A network server's message id as the platform keys it: as sent up to 256 bytes, otherwise its SHA-256. It goes
  * into the report's correlation id, an indexed key of the event log (an index entry holds about 2,700 bytes).
  */
-export const messageKey = (id: string): string => (Buffer.byteLength(id) <= 256 ? id : `sha256:${createHash('sha256').update(id).digest('hex')}`);
-
+const messageKey = (id: string): string => (Buffer.byteLength(id) <= 256 ? id : `sha256:${hash('sha256', id)}`);

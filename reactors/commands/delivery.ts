@@ -199,15 +199,16 @@ export class CommandDelivery {
     this.sent.delete(id);
   }
 
-  /** A command's state from its stream, and when its last failed attempt asked for the next. */
-  private async stateOf(id: string): Promise<{ state: CommandState; retryAt: number | null }> {
+  /** A command's state from its stream, when its last failed attempt asked for the next, and the stored request. */
+  private async stateOf(id: string): Promise<{ state: CommandState; retryAt: number | null; requested: (RecordedEvent & CommandEvent) | undefined }> {
+    const events = (await this.deps.store.readStream(commandStream(id))) as unknown as (RecordedEvent & CommandEvent)[];
     let state = commandDecider.initialState();
     let retryAt: number | null = null;
-    for (const e of (await this.deps.store.readStream(commandStream(id))) as unknown as CommandEvent[]) {
+    for (const e of events) {
       state = commandDecider.evolve(state, e);
       if (e.type === 'CommandAttemptFailed') retryAt = e.data.retryAt ? Date.parse(e.data.retryAt) : null;
     }
-    return { state, retryAt };
+    return { state, retryAt, requested: events[0] };
   }
 
   private async health(connectorId: string, status: 'ok' | 'failing', error: string | undefined, at: string, context: CommandContext): Promise<void> {
@@ -260,18 +261,10 @@ export class CommandDelivery {
 
   /** A command that waits for a retry, from its stream: its timer, at the time its last failed attempt asked for. */
   private async resume(id: string): Promise<void> {
-    const events = (await this.deps.store.readStream(commandStream(id))) as unknown as (RecordedEvent & CommandEvent)[];
-    const first = events[0];
-    if (first?.type !== 'CommandRequested') return;
-    let state = commandDecider.initialState();
-    let retryAt = 0;
-    for (const e of events) {
-      state = commandDecider.evolve(state, e);
-      if (e.type === 'CommandAttemptFailed') retryAt = e.data.retryAt ? Date.parse(e.data.retryAt) : 0;
-    }
-    if (state.status !== 'pending') return;
-    const context = { actor: ACTOR, correlationId: first.metadata.correlationId, causationId: first.id, now: '' };
-    this.schedule({ request: first.data, context, attempt: state.attempts + 1, maybeDone: true }, retryAt - this.now().getTime());
+    const { state, retryAt, requested } = await this.stateOf(id);
+    if (state.status !== 'pending' || requested?.type !== 'CommandRequested') return;
+    const context = { actor: ACTOR, correlationId: requested.metadata.correlationId, causationId: requested.id, now: '' };
+    this.schedule({ request: requested.data, context, attempt: state.attempts + 1, maybeDone: true }, (retryAt ?? 0) - this.now().getTime());
   }
 
   /** An accepted flush: the downlinks queued for the device before it are flushed. */
