@@ -5187,7 +5187,8 @@ export interface components {
       field: string;
     };
     /**
-     * @description `{type: onChange}`: the calculation runs on every report of a source field (its time is the report's `reportedAt`).
+     * @description The automatic update; optional on write, where it defaults to `{type: onChange}`, and always present on read.
+     * `{type: onChange}`: the calculation runs on every report of a source field (its time is the report's `reportedAt`).
      * `{type: interval, seconds}`: it runs at every whole multiple of `seconds` since the Unix epoch (10 s to 31 days),
      * from the first after the definition was set; its time is that boundary.
      */
@@ -5197,7 +5198,7 @@ export interface components {
       /** @description Only with `interval`, where it is required. */
       seconds?: number;
     };
-    /** @description Aggregates the most recent reading of a field over one or more source devices, each as of the calculation's time. */
+    /** @description Aggregates the most recent reading of a field over one or more source devices, each as of the calculation's time. Without `schedule` it runs `onChange`. */
     LastValueCalculationWrite: {
       name: string;
       /** @enum {string} */
@@ -5210,9 +5211,9 @@ export interface components {
        * @enum {string}
        */
       aggregation: "sum" | "mean" | "min" | "max" | "count";
-      schedule: components["schemas"]["CalculationSchedule"];
+      schedule?: components["schemas"]["CalculationSchedule"];
     };
-    /** @description Aggregates the readings of one source field whose `reportedAt` lies in the window (time − seconds, time], the time being the calculation's (the report's, or the interval boundary). */
+    /** @description Aggregates the readings of one source field whose `reportedAt` lies in the window (time − seconds, time], the time being the calculation's (the report's, or the interval boundary). Without `schedule` it runs `onChange`. */
     WindowCalculationWrite: {
       name: string;
       /** @enum {string} */
@@ -5232,7 +5233,7 @@ export interface components {
        * @enum {string}
        */
       aggregation: "sum" | "mean" | "min" | "max" | "count" | "first" | "last" | "difference";
-      schedule: components["schemas"]["CalculationSchedule"];
+      schedule?: components["schemas"]["CalculationSchedule"];
     };
     /** @description A calculation, chosen by `type`. See docs/calculations.md. */
     CalculationWrite: components["schemas"]["LastValueCalculationWrite"] | components["schemas"]["WindowCalculationWrite"];

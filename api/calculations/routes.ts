@@ -12,8 +12,10 @@ import {
   calculationStream,
   checkDefinition,
   sourcesOf,
+  withDefaults,
   type CalculationDefinition,
   type CalculationLink,
+  type CalculationWrite,
 } from '../../domain/calculations/calculation.js';
 import { satisfies } from '../../domain/access/scopes.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
@@ -53,7 +55,8 @@ async function selectCalculation(deps: Deps, id: string, reader?: Principal): Pr
  * read every source and write the destination (403). The cycle check is the
  * decider's, under the lock.
  */
-async function checkedDefinition(deps: Deps, principal: Principal, body: CalculationDefinition): Promise<CalculationDefinition> {
+async function checkedDefinition(deps: Deps, principal: Principal, written: CalculationWrite): Promise<CalculationDefinition> {
+  const body = withDefaults(written);
   checkDefinition(body);
   const named = [...sourcesOf(body).map((s, i) => ({ ref: s, at: body.type === 'lastValue' ? `sources.${i}.deviceId` : 'source.deviceId', need: 'read' as const })), { ref: body.destination, at: 'destination.deviceId', need: 'write' as const }];
   const ids = [...new Set(named.map((n) => n.ref.deviceId))];
@@ -80,7 +83,7 @@ export function calculationRoutes(deps: Deps): Router {
 
   router.post('/api/calculations', async (req, res) => {
     const principal = principalOf(req);
-    const definition = await checkedDefinition(deps, principal, req.body as CalculationDefinition);
+    const definition = await checkedDefinition(deps, principal, req.body as CalculationWrite);
     const id = newResourceId();
     await serialized(deps.db, LOCK, async () => {
       const context = requestContext(deps, req);
@@ -117,7 +120,7 @@ export function calculationRoutes(deps: Deps): Router {
     const id = req.params.id as string;
     const principal = principalOf(req);
     await requireAccess(deps, principal, id, 'write', CALCULATION_NOT_FOUND);
-    const definition = await checkedDefinition(deps, principal, req.body as CalculationDefinition);
+    const definition = await checkedDefinition(deps, principal, req.body as CalculationWrite);
     await serialized(deps.db, LOCK, async () => {
       const context = requestContext(deps, req);
       await write(deps, context, calculationStream(id), calculationDecider, { type: 'ReplaceCalculation', id, definition, others: await links(deps), at: context.now }, { retries: 3 });

@@ -35,6 +35,15 @@ export interface FieldRef {
 
 export type Schedule = { type: 'onChange' } | { type: 'interval'; seconds: number };
 
+/** A definition written without a schedule runs on every report of a source field. */
+export const DEFAULT_SCHEDULE: Schedule = { type: 'onChange' };
+
+type Written<D> = D extends unknown ? Omit<D, 'schedule'> & { schedule?: Schedule } : never;
+/** A definition as written: the schedule is optional. */
+export type CalculationWrite = Written<CalculationDefinition>;
+
+export const withDefaults = (written: CalculationWrite): CalculationDefinition => ({ ...written, schedule: written.schedule ?? DEFAULT_SCHEDULE }) as CalculationDefinition;
+
 export type CalculationDefinition =
   | { name: string; type: 'lastValue'; sources: FieldRef[]; destination: FieldRef; aggregation: LastValueAggregation; schedule: Schedule }
   | { name: string; type: 'window'; source: FieldRef; window: { seconds: number }; destination: FieldRef; aggregation: WindowAggregation; schedule: Schedule };

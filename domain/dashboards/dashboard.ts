@@ -1,6 +1,6 @@
 import type { Decider } from '../shared/decider.js';
 import { ConflictError, ForbiddenError, NotFoundError, UnprocessableError, ValidationError } from '../shared/errors.js';
-import { GRID_COLUMNS, MAX_WIDGETS, type Place } from './templates.js';
+import { GRID_COLUMNS, MAX_WIDGETS, copyName, type Place } from './templates.js';
 
 export type Settings = Record<string, unknown>;
 
@@ -135,7 +135,7 @@ export const dashboardDecider: Decider<DashboardCommand, DashboardState, Dashboa
       return [
         {
           type: 'DashboardCreated',
-          data: { id: command.id, createdBy: command.createdBy, name: `${source.header.name} (copy)`, widgets, duplicateOf: source.id, at: command.at },
+          data: { id: command.id, createdBy: command.createdBy, name: copyName(source.header.name), widgets, duplicateOf: source.id, at: command.at },
         },
       ];
     }

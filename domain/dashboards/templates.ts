@@ -41,6 +41,19 @@ export const GRID_COLUMNS = 24;
  */
 export const MAX_WIDGETS = 500;
 
+/** The longest dashboard name, in characters (`DashboardName` in the OpenAPI document). */
+export const NAME_MAX = 50;
+
+/**
+ * A duplicate's name, `<name> (copy)`, within NAME_MAX: the source name is
+ * cut first (by code points, as the document's `maxLength` counts), so a copy
+ * can be exported, imported and renamed like any dashboard.
+ */
+export function copyName(name: string): string {
+  const suffix = ' (copy)';
+  return [...name].slice(0, NAME_MAX - suffix.length).join('').trimEnd() + suffix;
+}
+
 /** Where an added widget lands: the left edge, below everything (the grid packs it upwards). */
 export const ADDED_X = 0;
 export const ADDED_Y = 99;

@@ -50,6 +50,19 @@ calcs('when a window calculation with an interval schedule is created, then it i
   assert.is(created.sources, undefined);
 });
 
+calcs('when a calculation of either type is written without a schedule, then it is stored, shown and replaced as onChange', async ({ t, a, b, c }) => {
+  const { schedule: _, ...bare } = lastValue([[a, 'x'], [b, 'x']], [c, 'total']);
+  const created = await t.call('POST', '/api/calculations', { body: bare });
+  assert.is(created.status, 201, created.text);
+  assert.equal(created.body.schedule, { type: 'onChange' });
+  const events = await t.platform.deps.store.readStream(`calculation-${created.body._id}`);
+  assert.equal((events[0]!.data as { definition: { schedule: unknown } }).definition.schedule, { type: 'onChange' });
+  const { schedule: __, ...window } = windowOf([a, 'x'], 60, [c, 'total'], 'max', { type: 'interval', seconds: 60 });
+  const replaced = await t.call('PUT', `/api/calculations/${created.body._id}`, { body: window });
+  assert.is(replaced.status, 200, replaced.text);
+  assert.equal((await t.call('GET', `/api/calculations/${created.body._id}`)).body.schedule, { type: 'onChange' });
+});
+
 calcs('when a calculation reads one field of a device and writes another of the same device, then it is accepted', async ({ t, a }) => {
   await givenCalculation(t, windowOf([a, 'temperature'], 600, [a, 'temperatureMean10m']));
 });
@@ -159,7 +172,6 @@ rejects('an interval is shorter than 10 s', ({ a, c }) => lastValue([[a, 'x']], 
 rejects('an interval is longer than 31 days', ({ a, c }) => lastValue([[a, 'x']], [c, 'y'], 'sum', { type: 'interval', seconds: 2678401 }), /^ERR - schedule\.seconds must be <= 2678400$/);
 rejects('an interval is not a whole number', ({ a, c }) => lastValue([[a, 'x']], [c, 'y'], 'sum', { type: 'interval', seconds: 12.5 }), /^ERR - schedule\.seconds must be integer$/);
 rejects('an onChange schedule has seconds', ({ a, c }) => lastValue([[a, 'x']], [c, 'y'], 'sum', { type: 'onChange', seconds: 60 }), /^ERR - schedule\.seconds is only for schedule\.type interval/);
-rejects('the schedule is missing', ({ a, c }) => ({ ...lastValue([[a, 'x']], [c, 'y']), schedule: undefined }), /^ERR - schedule is required$/);
 rejects('a source device does not exist', ({ c }) => lastValue([[c, 'x'], ['aaaaaaaaaaaaaaaaaaaaaaaa', 'x']], [c, 'y']), /^ERR - sources\.1\.deviceId aaaaaaaaaaaaaaaaaaaaaaaa is not an iotnode$/);
 rejects('the destination device does not exist', ({ a }) => windowOf([a, 'x'], 60, ['bbbbbbbbbbbbbbbbbbbbbbbb', 'y']), /^ERR - destination\.deviceId bbbbbbbbbbbbbbbbbbbbbbbb is not an iotnode$/);
 rejects('a device id is malformed', ({ c }) => lastValue([['nope', 'x']], [c, 'y']), /^ERR - sources\.0\.deviceId must match pattern/);

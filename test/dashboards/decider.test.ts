@@ -51,6 +51,20 @@ decider('given a dashboard, when it is duplicated, then the copy is "<name> (cop
     ]);
 });
 
+decider('given dashboards with long names, when each is duplicated, then the copy is cut to fit 50 characters with " (copy)"', () => {
+  const copyOf = (name: string) => {
+    const { state } = given([{ ...created, data: { ...created.data, name } }]);
+    if (state.status !== 'active') throw new Error('not active');
+    const [event] = given([]).when({ type: 'DuplicateDashboard', id: '222222222222222222222222', createdBy: 'user-2', source: state, widgetIds: ['c1', 'c2'], at }).events();
+    return (event!.data as { name: string }).name;
+  };
+  assert.is(copyOf('n'.repeat(50)), 'n'.repeat(43) + ' (copy)');
+  // Cut by code points, as maxLength counts; a space left at the cut goes.
+  assert.is(copyOf('Ä'.repeat(30) + 'x'.repeat(12) + ' yz'), 'Ä'.repeat(30) + 'x'.repeat(12) + ' (copy)');
+  assert.is(copyOf('😀'.repeat(50)), '😀'.repeat(43) + ' (copy)');
+  assert.is(copyOf('n'.repeat(43)), 'n'.repeat(43) + ' (copy)');
+});
+
 decider('given a dashboard, when the layout lists every widget, then LayoutChanged; when nothing moves, then no event', () => {
   const layout = [
     { id: A.id, x: 0, y: 5, width: 3, height: 4 },

@@ -4,7 +4,7 @@ import { compileTemplateRules } from '../../api/dashboards/rules.js';
 import { loadOpenApi } from '../../api/openapi.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { TEMPLATES } from './given.js';
-import { MAX_WIDGETS } from '../../domain/dashboards/templates.js';
+import { MAX_WIDGETS, NAME_MAX } from '../../domain/dashboards/templates.js';
 
 const rules = suite('widget template rules');
 
@@ -82,6 +82,11 @@ rules('given the document, then the widget cap of create and layout is the one t
   const schemas = loadOpenApi().components.schemas as Record<string, { properties: { widgets: { maxItems?: number } } }>;
   assert.is(schemas.DashboardCreate!.properties.widgets.maxItems, MAX_WIDGETS);
   assert.is(schemas.DashboardPatch!.properties.widgets.maxItems, MAX_WIDGETS);
+});
+
+rules('given the document, then the name limit a duplicate keeps to is the one of DashboardName', () => {
+  const schemas = loadOpenApi().components.schemas as Record<string, { maxLength?: number }>;
+  assert.is(schemas.DashboardName!.maxLength, NAME_MAX);
 });
 
 rules.run();
