@@ -8,7 +8,7 @@ import type { Deps } from './deps.js';
 import { errorHandler } from './errors.js';
 import { authenticate, authorizeMethod } from './auth/middleware.js';
 import { operationMatcher, type OpenApiDocument, type Operation } from './openapi.js';
-import { NotFoundError } from '../domain/shared/errors.js';
+import { MethodNotAllowedError, NotFoundError } from '../domain/shared/errors.js';
 import './http.js';
 import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
 import { checkInput, contentEncoding, isInstant } from './input.js';
@@ -81,6 +81,7 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   // Authentication and the role check come before body parsing and validation: an anonymous caller gets 401 and a
   // caller whose role does not allow the method gets 403 `Forbidden`, never a verdict on a body they may not send.
   const auth = authenticate(deps);
+  app.use(knownOperation(operationOf));
   app.use(deprecation(operationOf));
   app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
   app.use(authorizeMethod(deps, operationOf));
@@ -127,6 +128,23 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   return (req, res) => {
     for (const take of direct) if (take(req, res)) return;
     app(req as express.Request, res as express.Response);
+  };
+}
+
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/**
+ * Every request past this point is an operation of the document, its path
+ * matched to the letter. The role check finds the resource type through the
+ * same match, while Express and the request validator match paths without
+ * regard to case: `/API/Dashboards` must not reach a router with no role
+ * checked. A known path with another method answers 405 with `Allow`.
+ */
+function knownOperation(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
+  return (req, _res, next) => {
+    if (operationOf(req.method, req.path)) return next();
+    const allowed = METHODS.filter((m) => operationOf(m, req.path));
+    next(allowed.length ? new MethodNotAllowedError(allowed) : new NotFoundError());
   };
 }
 

@@ -5,6 +5,7 @@ import {
   ConcurrencyError,
   ConflictError,
   ForbiddenError,
+  MethodNotAllowedError,
   NotFoundError,
   BadGatewayError,
   BadRequestError,
@@ -37,6 +38,7 @@ export function statusOf(error: PlatformError): number {
   if (error instanceof UnavailableError) return 503;
   if (error instanceof UnsupportedMediaTypeError) return 415;
   if (error instanceof TooManyRequestsError) return 429;
+  if (error instanceof MethodNotAllowedError) return 405;
   if (error instanceof BadRequestError) return 400;
   if (error instanceof BadGatewayError) return 502;
   return 400;
@@ -107,6 +109,7 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     status = statusOf(err);
     message = err.message;
     if (err instanceof TooManyRequestsError) res.setHeader('Retry-After', String(err.retryAfterSeconds));
+    if (err instanceof MethodNotAllowedError) res.setHeader('Allow', err.allowed.join(', '));
     if (err instanceof ConcurrencyError) message = 'The resource was changed by another request; read it again and retry';
   } else if (body?.type === 'entity.parse.failed') {
     // A body that cannot be parsed fails validation like any other malformed body.

@@ -97,5 +97,12 @@ export class TooManyRequestsError extends PlatformError {
   }
 }
 
+/** The path names an operation, but not for this method; `allowed` lists the methods it has: 405. */
+export class MethodNotAllowedError extends PlatformError {
+  constructor(readonly allowed: string[]) {
+    super('Method Not Allowed');
+  }
+}
+
 /** The write is stored, but its read models did not follow within the wait bound. */
 export class UnavailableError extends PlatformError {}

@@ -4,8 +4,8 @@ import { sql } from 'kysely';
 import mqtt, { type MqttClient } from 'mqtt';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { closed, connectMqtt, deviceOf, eventually, projected, publish, type Provider } from '../ingest/support.js';
-import type { GivenUser } from '../users/given.js';
-import { givenTenant } from './given.js';
+import { givenUser, type GivenUser } from '../users/given.js';
+import { assertNothingWritten, givenTenant } from './given.js';
 
 /**
  * The attacks of two tenants on each other, each written as user B (Bob)
@@ -267,6 +267,33 @@ attacks('when Bob binds his device to Alice\'s network-server connector, then 42
     return d.body.kwh === 7 ? d.body : undefined;
   });
   assert.is(device._id, hers.body._id);
+});
+
+attacks('hole 7: when a viewer writes through a path in other letters\' case, then 404 with nothing stored; a known path with another method answers 405 with Allow', async ({ t, alice }) => {
+  const viewer = await givenUser(t, 'casey', { attributes: { roles: ['viewerBasic'] } });
+  const token = viewer.token;
+  assert.is((await t.call('POST', '/api/dashboards', { token, body: { name: 'mine' } })).status, 403);
+  const translator = { name: 'evil', version: '9.9.9', code: 'function translate(){return {}}', match: { deviceModelName: 'acme' }, spec: {} };
+  for (const [method, path, body] of [
+    ['POST', '/API/dashboards', { name: 'mine' }],
+    ['POST', '/api/Dashboards', { name: 'mine' }],
+    ['POST', '/api/IOTNODES', { name: 'mine' }],
+    ['POST', '/api/TRANSLATORS', translator],
+    ['POST', '/api/Organizations', { name: 'Finance' }],
+    ['POST', '/Api/dashboards/', { name: 'mine' }],
+  ] as [string, string, unknown][]) {
+    const res = await t.call(method, path, { token, body });
+    assert.is(res.status, 404, `${method} ${path}: ${res.status} ${res.text}`);
+    await assertNothingWritten(t, res);
+  }
+  const device = (await t.call('GET', '/api/iotnodes', { token: alice.user.token })).body[0];
+  if (device) {
+    const del = await t.call('DELETE', `/api/IOTNODES/${device._id}`, { token: alice.user.token });
+    assert.is(del.status, 404, del.text);
+  }
+  const wrong = await t.call('PATCH', '/api/users', { token, body: {} });
+  assert.is(wrong.status, 405, wrong.text);
+  assert.is(wrong.headers.get('allow'), 'GET, POST');
 });
 
 attacks.run();
