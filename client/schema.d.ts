@@ -4154,7 +4154,7 @@ export interface components {
         _id: components["schemas"]["Id"];
       }]>;
       lnglat?: components["schemas"]["GeoPoint"];
-      /** @description For generic MQTT devices: the reserved topic the device publishes on, at most 1024 bytes (UTF-8) like any reserved topic (422 past it). Unique among devices (409). */
+      /** @description For generic MQTT devices: the reserved topic the device publishes on, at most 1024 bytes (UTF-8) like any reserved topic (422 past it). Unique among devices (409). A secret that is a reserved topic needs write on the topic's credentials set (422 otherwise): publishes on it land on this device. */
       secret?: string;
       /**
        * @description The LoRaWAN DevEUI by which the iotnode's connector (a network server) names it; stored lower case. With

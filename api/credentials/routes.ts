@@ -2,7 +2,9 @@ import { Router } from 'express';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
-import { readableBy, requireAccess, requireReference } from '../access.js';
+import { readableBy, requireAccess, requireReference, scopesOn } from '../access.js';
+import type { Principal } from '../auth/principal.js';
+import { satisfies } from '../../domain/access/scopes.js';
 import { serialized } from '../locks.js';
 import { sql } from 'kysely';
 import { ConflictError, ValidationError } from '../../domain/shared/errors.js';
@@ -37,6 +39,13 @@ async function overlapsAnotherOwner(deps: Deps, topic: string, setId: string): P
        OR ((t.topic = ANY(${ancestors}::text[]) OR starts_with(t.topic, ${topic + '/'})) AND theirs.created_by <> ours.created_by)
     LIMIT 1`.execute(deps.db);
   return rows.length > 0;
+}
+
+/** Whether the topic is the `secret` of a device the caller may not write (a release leaves its device behind). */
+async function secretOfAnother(deps: Deps, principal: Principal, topic: string): Promise<boolean> {
+  const devices = await deps.db.selectFrom('devices').select('id').where('secret', '=', topic).execute();
+  for (const d of devices) if (!satisfies(await scopesOn(deps, principal, d.id), 'write')) return true;
+  return false;
 }
 
 /** Credentials sets and reserved MQTT topics: what a device provider sets up before publishing. */
@@ -93,6 +102,8 @@ export function credentialsRoutes(deps: Deps): Router {
     const context = requestContext(deps, req);
     await serialized(deps.db, 'reserved-topics', async () => {
       if (await overlapsAnotherOwner(deps, topic, basicCredentialsSetId)) throw new ConflictError('ERR - topic is already reserved');
+      // Publishes on the topic would land on the device whose secret it is: one the caller may not write stays out of reach.
+      if (await secretOfAnother(deps, principalOf(req), topic)) throw new ConflictError('ERR - topic is already reserved');
       await write(deps, context, reservedTopicStream(id), reservedTopicDecider, { type: 'ReserveTopic', id, topic, basicCredentialsSetId, createdBy: context.actor, at: context.now });
     });
     res.status(201).json({ _id: id, topic });

@@ -48,9 +48,10 @@ function listConditions(req: Request): Expression<SqlBool>[] {
  * ingest created but the read models have not shown yet); the wait for the
  * read models happens after, outside the ingest's turn.
  */
-async function writeDevice(deps: Deps, ingest: Ingest, context: CommandContext, id: string, command: DeviceCommand, fields: DeviceDoc): Promise<void> {
+async function writeDevice(deps: Deps, ingest: Ingest, principal: Principal, context: CommandContext, id: string, command: DeviceCommand, fields: DeviceDoc): Promise<void> {
+  const secret = fields.secret;
+  if (typeof secret === 'string' && ingest.registry.deviceOfSecret(secret) !== id) await checkSecretTopic(deps, ingest, principal, secret);
   const result = await ingest.exclusive(async () => {
-    const secret = fields.secret;
     if (typeof secret === 'string') {
       const owner = ingest.registry.deviceOfSecret(secret);
       if (owner !== undefined && owner !== id) throw new ConflictError('ERR - secret is already the secret of another iotnode');
@@ -60,6 +61,21 @@ async function writeDevice(deps: Deps, ingest: Ingest, context: CommandContext, 
     return handled.result;
   });
   if (result) await deps.projections.waitFor(result.position, deps.config.projectionWaitMs);
+}
+
+/**
+ * A publish on a reserved topic lands on the device whose `secret` is that
+ * topic: a secret that is someone else's reserved topic would take their
+ * data. So a secret that is a reserved topic needs write on its credentials
+ * set (a reservation made later checks the device the same way, in
+ * api/credentials).
+ */
+async function checkSecretTopic(deps: Deps, ingest: Ingest, principal: Principal, secret: string): Promise<void> {
+  const reserved = ingest.registry.reservedTopic(secret);
+  if (!reserved) return;
+  if (!satisfies(await scopesOn(deps, principal, reserved.setId), 'write')) {
+    throw ValidationError.field('secret', 'is a reserved MQTT topic of a credentials set you may not write');
+  }
 }
 
 /**
@@ -130,7 +146,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
     const id = newResourceId();
     const context = requestContext(deps, req);
     // Serialised with the ingest pipeline, so a device and a first MQTT message cannot both create a device for one secret.
-    await writeDevice(deps, ingest, context, id, { type: 'RegisterDevice', id, createdBy: context.actor, fields, at: context.now }, fields);
+    await writeDevice(deps, ingest, principalOf(req), context, id, { type: 'RegisterDevice', id, createdBy: context.actor, fields, at: context.now }, fields);
     res.status(201).json(await loadDevice(deps, id));
   });
 
@@ -219,7 +235,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
     const fields = req.body as DeviceDoc;
     if (fields.connector !== undefined) await checkConnectorReference(deps, principalOf(req), fields.connector);
     const context = requestContext(deps, req);
-    await writeDevice(deps, ingest, context, id, { type: 'UpdateDevice', id, fields, at: context.now }, fields);
+    await writeDevice(deps, ingest, principalOf(req), context, id, { type: 'UpdateDevice', id, fields, at: context.now }, fields);
     res.json(await loadDevice(deps, id));
   });
 

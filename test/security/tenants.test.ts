@@ -296,4 +296,39 @@ attacks('hole 7: when a viewer writes through a path in other letters\' case, th
   assert.is(wrong.headers.get('allow'), 'GET, POST');
 });
 
+attacks('hole 8: when Bob makes Alice\'s reserved topic the secret of his device, before or after she reserves it, or after she released it, then he is refused and her data never reaches him', async ({ t, alice, bob }) => {
+  // After: the topic is reserved to a set Bob may not write.
+  const after = await t.call('POST', '/api/iotnodes', { token: bob.user.token, body: { name: 'trap', secret: alice.topic } });
+  assert.is(after.status, 422, after.text);
+  assert.is(after.text, 'ERR - secret is a reserved MQTT topic of a credentials set you may not write');
+  await assertNothingWritten(t, after);
+  const mine = (await t.call('POST', '/api/iotnodes', { token: bob.user.token, body: { name: 'mine' } })).body;
+  const moved = await t.call('PUT', `/api/iotnodes/${mine._id}`, { token: bob.user.token, body: { secret: alice.topic } });
+  assert.is(moved.status, 422, moved.text);
+
+  // Before: Bob's device holds a topic nobody reserved yet; Alice's reservation of it is refused as a taken topic.
+  const early = 'svc/generic/v2/alice-later';
+  assert.is((await t.call('POST', '/api/iotnodes', { token: bob.user.token, body: { name: 'early trap', secret: early } })).status, 201);
+  const reserve = (who: Tenant, topic: string) => t.call('POST', '/api/reserved-mqtt-topics', { token: who.user.token, body: { topic, basicCredentialsSetId: who.set.setId } });
+  const refused = await reserve(alice, early);
+  assert.is(refused.status, 409, refused.text);
+  assert.is(refused.text, 'ERR - topic is already reserved');
+
+  // Released: Alice's device keeps her old topic as its secret; Bob cannot reserve it and feed her device, nor she his.
+  const released = 'svc/generic/v2/alice-old';
+  const topic = await reserve(alice, released);
+  assert.is(topic.status, 201, topic.text);
+  const a = await connectMqtt(t, alice.set.username, alice.set.password);
+  await publish(a, released, { seq: 1 });
+  const hers = await deviceOf(t, released, alice.user.token);
+  assert.is((await t.call('DELETE', `/api/reserved-mqtt-topics/${topic.body._id}`, { token: alice.user.token })).status, 204);
+  assert.is((await reserve(bob, released)).status, 409);
+  // Her own reservation of it again is hers to make: her data goes on to her device.
+  assert.is((await reserve(alice, released)).status, 201);
+  await publish(a, released, { seq: 2 });
+  await eventually(async () => ((await deviceOf(t, released, alice.user.token)).seq === 2 ? true : undefined));
+  assert.is((await deviceOf(t, released, alice.user.token))._id, hers._id);
+  await a.endAsync();
+});
+
 attacks.run();
