@@ -70,7 +70,7 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   app.get('/api/openapi.json', (_req, res) => {
     res.json(openapi);
   });
-  app.use('/api/docs', swaggerUi.serve, swaggerUi.setup(openapi as object));
+  app.use('/api/docs', docsFiles, swaggerUi.serve, swaggerUi.setup(undefined, { swaggerUrl: '/api/openapi.json', customSiteTitle: 'Device platform API' }));
   app.get('/api/health', async (_req, res) => {
     const { ready, detail } = await routes.health();
     res.status(ready ? 200 : 503).json({ status: ready ? 'ok' : 'starting', ...detail });
@@ -130,6 +130,20 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
     app(req as express.Request, res as express.Response);
   };
 }
+
+/**
+ * The reference page loads the document from `/api/openapi.json` (inlining it
+ * into the page's script would let a `$` in a description break it) and
+ * nothing but the files the page uses: the rest of the Swagger UI package
+ * (its stock Petstore page, source maps, README) is not the platform's.
+ */
+const DOCS_FILES = new Set(['/', '/swagger-ui-init.js', '/swagger-ui.css', '/swagger-ui-bundle.js', '/swagger-ui-standalone-preset.js', '/favicon-32x32.png', '/favicon-16x16.png']);
+const docsFiles: RequestHandler = (req, res, next) => {
+  if (!DOCS_FILES.has(req.path)) return next(new NotFoundError());
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('Content-Security-Policy', "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'");
+  next();
+};
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 

@@ -1,3 +1,4 @@
+import { Script } from 'node:vm';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform.js';
@@ -57,10 +58,16 @@ api('when the interactive docs are asked for without a token, then 200 HTML with
   assert.is(res.status, 200);
   assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
   assert.match(res.text, /swagger-ui/);
-  // The page's script loads the same document that /api/openapi.json serves.
+  // The page's script is valid JavaScript and loads the document /api/openapi.json serves.
   const init = await t.call('GET', '/api/docs/swagger-ui-init.js', { token: null });
   assert.is(init.status, 200);
-  assert.match(init.text, /"\/api\/auth\/local"/);
+  new Script(init.text);
+  assert.match(init.text, /"swaggerUrl": "\/api\/openapi.json"/);
+  assert.match(res.headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/);
+  // The rest of the Swagger UI package is not served.
+  for (const path of ['/api/docs/index.html', '/api/docs/swagger-ui-bundle.js.map', '/api/docs/README.md', '/api/docs/oauth2-redirect.html']) {
+    assert.is((await t.call('GET', path, { token: null })).status, 404, path);
+  }
 });
 
 api('when the OpenAPI document is read, then every path starts with /api/', async ({ t }) => {
