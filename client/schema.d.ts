@@ -30,7 +30,11 @@ export interface paths {
     };
   };
   "/api/auth/local": {
-    /** Log in */
+    /**
+     * Log in
+     * @description Failed logins are limited to 10 a minute per username and 30 a minute per client address; past either, the
+     * login answers 429 with `Retry-After`, before the password is checked.
+     */
     post: {
       requestBody: {
         content: {
@@ -46,6 +50,7 @@ export interface paths {
         };
         401: components["responses"]["Error"];
         422: components["responses"]["Error"];
+        429: components["responses"]["Error"];
       };
     };
   };

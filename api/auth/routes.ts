@@ -7,6 +7,7 @@ import { hashPassword, verifyPassword } from '../../domain/users/password.js';
 import { userDecider, userStream } from '../../domain/users/user.js';
 import { usernameKey } from '../../domain/users/username.js';
 import { issueToken } from './tokens.js';
+import { FAILED_LOGINS_PER_MINUTE, RateLimiter } from '../rateLimit.js';
 
 // Compared against when the username is unknown, so both failures take the same time.
 const DUMMY_HASH = 'scrypt$00000000000000000000000000000000$0000000000000000000000000000000000000000000000000000000000000000';
@@ -14,15 +15,25 @@ const DUMMY_HASH = 'scrypt$00000000000000000000000000000000$00000000000000000000
 export function authRoutes(deps: Deps): Router {
   const router = Router();
 
+  const failedByName = new RateLimiter('failed logins for this username', FAILED_LOGINS_PER_MINUTE.username);
+  const failedByAddress = new RateLimiter('failed logins from this address', FAILED_LOGINS_PER_MINUTE.address);
   router.post('/api/auth/local', async (req, res) => {
     const { username, password } = req.body as { username: string; password: string };
+    const name = usernameKey(username);
+    const address = req.socket.remoteAddress ?? 'unknown';
+    failedByName.check(name);
+    failedByAddress.check(address);
     const user = await deps.db
       .selectFrom('users')
       .select(['id', 'profile', 'password_hash'])
-      .where('username_key', '=', usernameKey(username))
+      .where('username_key', '=', name)
       .executeTakeFirst();
     const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
-    if (!user || !ok || !user.profile.enabled) throw new UnauthorizedError('Invalid username or password');
+    if (!user || !ok || !user.profile.enabled) {
+      failedByName.spend(name);
+      failedByAddress.spend(address);
+      throw new UnauthorizedError('Invalid username or password');
+    }
     res.json({ token: issueToken(deps.jwtSecret, user.id, deps.config.tokenTtlSeconds) });
   });
 
