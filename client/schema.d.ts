@@ -544,7 +544,7 @@ export interface paths {
     };
   };
   "/api/usergroups/{groupId}/members/{memberId}": {
-    /** Remove a member (needs write access); 404 when the user is not a member */
+    /** Remove a member (needs write access); 404 when the user is not a member. A member leaves with `DELETE /api/usergroups/{groupId}/membership` */
     delete: {
       parameters: {
         path: {
@@ -564,6 +564,30 @@ export interface paths {
         groupId: components["schemas"]["Id"];
         /** @description The member's user UUID. */
         memberId: components["schemas"]["Uuid"];
+      };
+    };
+  };
+  "/api/usergroups/{groupId}/membership": {
+    /**
+     * Leave the group
+     * @description The caller ends its own membership, whatever its role and rights on the group: whoever may write a group can
+     * add anyone to it, and a member sees the groups it is in (`GET /api/usergroups`). 404 when the caller is not a
+     * member.
+     */
+    delete: {
+      parameters: {
+        path: {
+          groupId: components["schemas"]["Id"];
+        };
+      };
+      responses: {
+        204: components["responses"]["NoContent"];
+        404: components["responses"]["Error"];
+      };
+    };
+    parameters: {
+      path: {
+        groupId: components["schemas"]["Id"];
       };
     };
   };

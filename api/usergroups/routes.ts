@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
-import { ValidationError } from '../../domain/shared/errors.js';
+import { NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { usergroupDecider, usergroupStream, type UsergroupChanges } from '../../domain/usergroups/usergroup.js';
 import type { UsergroupsTable } from '../../projections/usergroups.js';
@@ -17,6 +17,10 @@ const selectGroup = (deps: Deps, id: string) => deps.db.selectFrom('usergroups')
 /** The username of an existing user, or undefined; events name members by both, so the group's log reads well. */
 async function usernameOf(deps: Deps, id: string): Promise<string | undefined> {
   return (await deps.db.selectFrom('users').select('username').where('id', '=', id).executeTakeFirst())?.username;
+}
+
+async function isMember(deps: Deps, groupId: string, userId: string): Promise<boolean> {
+  return !!(await deps.db.selectFrom('usergroup_members').select('user_id').where('group_id', '=', groupId).where('user_id', '=', userId).executeTakeFirst());
 }
 
 export function usergroupRoutes(deps: Deps): Router {
@@ -35,7 +39,7 @@ export function usergroupRoutes(deps: Deps): Router {
     const rows = await deps.db
       .selectFrom('usergroups')
       .select(['id', 'name', 'owner'])
-      .where(readableBy(principalOf(req), 'usergroups.id'))
+      .where((eb) => eb.or([readableBy(principalOf(req), 'usergroups.id'), eb('id', 'in', eb.selectFrom('usergroup_members').select('group_id').where('user_id', '=', principalOf(req).id))]))
       .orderBy('name')
       .orderBy('id')
       .execute();
@@ -44,7 +48,8 @@ export function usergroupRoutes(deps: Deps): Router {
 
   router.get('/api/usergroups/:id', async (req, res) => {
     const id = req.params.id as string;
-    await requireAccess(deps, principalOf(req), id, 'read', NOT_FOUND);
+    // Members see the groups they are in, whoever put them there, so they can leave one.
+    if (!(await isMember(deps, id, principalOf(req).id))) await requireAccess(deps, principalOf(req), id, 'read', NOT_FOUND);
     const group = toGroup(await selectGroup(deps, id));
     if ((req.query.includeMembers as unknown) !== true) return void res.json(group);
     const members = await deps.db
@@ -96,6 +101,15 @@ export function usergroupRoutes(deps: Deps): Router {
     const username = await usernameOf(deps, userId);
     const context = requestContext(deps, req);
     await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'RemoveMember', id, userId, ...(username !== undefined ? { username } : {}), at: context.now }, { retries: 3 });
+    res.status(204).end();
+  });
+
+  router.delete('/api/usergroups/:groupId/membership', async (req, res) => {
+    const id = req.params.groupId as string;
+    const principal = principalOf(req);
+    if (!(await isMember(deps, id, principal.id))) throw new NotFoundError(NOT_FOUND);
+    const context = requestContext(deps, req);
+    await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'RemoveMember', id, userId: principal.id, username: principal.username, at: context.now }, { retries: 3 });
     res.status(204).end();
   });
 

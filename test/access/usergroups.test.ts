@@ -109,6 +109,23 @@ groups('given a group of another user, when a caller without rights touches it, 
   assert.ok((await t.call('GET', '/api/usergroups', { token: owner.token })).body.some((g: { _id: string }) => g._id === group._id));
 });
 
+groups('given a user added to a stranger\'s group, then the user sees the group in its list and by id, cannot change it, and can leave it', async ({ t, other, member }) => {
+  const { body: group } = await create(t, other.token, { name: 'Imposed' });
+  assert.is((await t.call('POST', `/api/usergroups/${group._id}/members`, { token: other.token, body: { userId: member.id } })).status, 201);
+  const list = await t.call('GET', '/api/usergroups', { token: member.token });
+  assert.ok(list.body.some((g: { _id: string }) => g._id === group._id), 'a member sees its group');
+  assert.is((await t.call('GET', `/api/usergroups/${group._id}`, { token: member.token })).body.name, 'Imposed');
+  const renamed = await t.call('PATCH', `/api/usergroups/${group._id}`, { token: member.token, body: { name: 'Mine' } });
+  assert.ok(renamed.status === 403 || renamed.status === 404, renamed.text);
+  const removed = await t.call('DELETE', `/api/usergroups/${group._id}/members/${other.id}`, { token: member.token });
+  assert.ok(removed.status === 403 || removed.status === 404, 'a member removes only itself');
+  assert.is((await t.call('GET', `/api/usergroups/${group._id}`, { token: other.token })).body.name, 'Imposed');
+  assert.is((await t.call('DELETE', `/api/usergroups/${group._id}/membership`, { token: member.token })).status, 204);
+  assert.is((await t.call('DELETE', `/api/usergroups/${group._id}/membership`, { token: member.token })).status, 404);
+  assert.is((await t.call('GET', `/api/usergroups/${group._id}`, { token: member.token })).status, 404);
+  assert.not.ok((await t.call('GET', '/api/usergroups', { token: member.token })).body.some((g: { _id: string }) => g._id === group._id));
+});
+
 groups('given a group with a member and rights, when it is deleted, then it, its members and every right on it and to it are gone', async ({ t, owner, member }) => {
   const { body: group } = await create(t, owner.token, { name: 'Doomed' });
   const { body: target } = await create(t, owner.token, { name: 'Shared with Doomed' });
