@@ -3,6 +3,7 @@ import { createSecureContext } from 'node:tls';
 import { hostname } from 'node:os';
 import { DEFAULT_SESSION_LIMITS } from '../ingest/sessions.js';
 import { DEFAULT_STALL_MS } from '../ingest/broker.js';
+import { OUTBOUND_TARGETS, type OutboundTargets } from '../reactors/outbound.js';
 
 /**
  * Configuration, all from the environment, checked at start. A bad value stops
@@ -38,6 +39,8 @@ export interface Config {
   mqttSessionExpirySeconds: number;
   /** How long an MQTT connection's unsent output may wait for its client to read before the connection is closed, in seconds. */
   mqttDrainTimeoutSeconds: number;
+  /** Which addresses channels, rules and network-server calls may reach (`reactors/outbound.ts`). */
+  outboundTargets: OutboundTargets;
 }
 
 /** The persistent MQTT sessions' bounds, as the broker (and in a cluster its Redis store) takes them. */
@@ -93,6 +96,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const logLevel = (text('LOG_LEVEL') ?? 'info') as Config['logLevel'];
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
 
+  const outboundTargets = (text('OUTBOUND_TARGETS') ?? 'public') as OutboundTargets;
+  if (!OUTBOUND_TARGETS.includes(outboundTargets)) throw new ConfigError(`OUTBOUND_TARGETS must be one of ${OUTBOUND_TARGETS.join(', ')}`);
+
   const metricsToken = text('METRICS_TOKEN');
   if (metricsToken !== null && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN must have at least 16 characters');
 
@@ -116,6 +122,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mqttSessionQueueLimit: int('MQTT_SESSION_QUEUE_LIMIT', DEFAULT_SESSION_LIMITS.queue, 1, 10_000_000),
     mqttSessionExpirySeconds: int('MQTT_SESSION_EXPIRY_SECONDS', DEFAULT_SESSION_LIMITS.expiryMs / 1000, 0, 10 * 365 * 86_400),
     mqttDrainTimeoutSeconds: int('MQTT_DRAIN_TIMEOUT_SECONDS', DEFAULT_STALL_MS / 1000, 1, 3600),
+    outboundTargets,
   };
 }
 

@@ -10,6 +10,7 @@ import type { DomainEvent } from '../domain/shared/events.js';
 import { commandContext } from './http.js';
 import type { Principals } from './auth/principals.js';
 import type { SubscriberCluster } from '../domain/eventstore/subscriber.js';
+import type { Fetch } from '../reactors/outbound.js';
 
 /** What every capability's routes are built from; assembled once by the composition root. */
 export interface Deps {
@@ -24,6 +25,8 @@ export interface Deps {
   principals: Principals;
   /** Cluster mode (`REDIS_URL`): leadership of the subscribers and this node's indexes; absent on a single process. */
   cluster?: SubscriberCluster | null;
+  /** HTTP requests to URLs users write (channels, rules, network servers), within `OUTBOUND_TARGETS`. */
+  outbound: Fetch;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { outboundFetch } from '../reactors/outbound.js';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -178,7 +179,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     started.push(() => projections.stop());
     await projections.start();
 
-    const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals, cluster: cluster?.subscribers ?? null };
+    const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals, cluster: cluster?.subscribers ?? null, outbound: outboundFetch(config.outboundTargets) };
     await bootstrapAdmin(deps);
 
     const openapi = loadOpenApi();
@@ -220,11 +221,11 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock, sessions: sessionLimits(config), stallMs: config.mqttDrainTimeoutSeconds * 1000, ...(cluster ? { backends: cluster.redis.backends, sync: () => projections.sync(config.projectionWaitMs) } : {}) });
 
     // Reactors: side effects driven by committed events, each from its own checkpoint (in a cluster: where it leads).
-    const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs, cluster: deps.cluster };
+    const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs, cluster: deps.cluster, outbound: deps.outbound };
     const calculations = new CalculationReactor({ store, db, log, projections, clock: deps.clock, cluster: deps.cluster, windowReadings: config.calculationWindowReadings });
     const reactors = [
       new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
-      new HttpChannels(store, db, ingest.registry, ingest.logs, log, undefined, deps.cluster),
+      new HttpChannels(store, db, ingest.registry, ingest.logs, log, undefined, deps.cluster, deps.outbound),
       new GeofenceTracking(deps),
       // One connection per connector to an external broker across the cluster: held where command delivery leads,
       // so the node that sends a command holds the connection it leaves through.

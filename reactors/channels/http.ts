@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { OutboundRefused, failureOf, outboundFetch, type Fetch } from '../outbound.js';
 import type { Logger } from 'pino';
 import type { EventStore } from '../../domain/eventstore/port.js';
 import { CheckpointedSubscriber, type SubscriberCluster } from '../../domain/eventstore/subscriber.js';
@@ -82,6 +83,7 @@ export class HttpChannels {
     readonly log: Logger,
     readonly retry = HTTP_RETRY,
     private readonly cluster: SubscriberCluster | null = null,
+    private readonly http: Fetch = outboundFetch('public'),
   ) {}
 
   /** Its follower of the event log, once started (its lag is measured from it). */
@@ -258,7 +260,7 @@ export class HttpChannels {
         attempt--;
         continue;
       }
-      const result = await postOnce(url, headers, item.body, this.retry.timeoutMs, this.signal);
+      const result = await postOnce(this.http, url, headers, item.body, this.retry.timeoutMs, this.signal);
       if (this.signal.aborted) return false;
       if (result.ok) return true;
       why = result.why;
@@ -303,16 +305,17 @@ export function channelHeaders(channel: { doc: ChannelDoc; secrets: ChannelSecre
 }
 
 /** One POST to a channel's receiver: delivered, or why not and whether a retry could help (not a 4xx other than 408 and 429). */
-export async function postOnce(url: string, headers: Record<string, string>, body: string, timeoutMs: number, signal: AbortSignal): Promise<{ ok: boolean; final: boolean; why: string }> {
+export async function postOnce(http: Fetch, url: string, headers: Record<string, string>, body: string, timeoutMs: number, signal: AbortSignal): Promise<{ ok: boolean; final: boolean; why: string }> {
   const limit = deadline(timeoutMs, signal);
   try {
-    const res = await fetch(url, { method: 'POST', headers, body, signal: limit.signal });
+    const res = await http(url, { method: 'POST', headers, body, signal: limit.signal });
     await res.arrayBuffer().catch(() => undefined);
     if (res.ok) return { ok: true, final: true, why: '' };
     const final = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
     return { ok: false, final, why: `HTTP ${res.status}` };
   } catch (err) {
-    return { ok: false, final: false, why: (err as Error).message };
+    // An address the platform may not reach stays so: no retry.
+    return { ok: false, final: (err as { cause?: unknown }).cause instanceof OutboundRefused, why: failureOf(err) };
   } finally {
     limit.clear();
   }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { Fetch } from '../outbound.js';
 import type { Logger } from 'pino';
 import type { EventStore } from '../../domain/eventstore/port.js';
 import { CheckpointedSubscriber, type SubscriberCluster } from '../../domain/eventstore/subscriber.js';
@@ -59,7 +60,7 @@ export class CommandDelivery {
   private stopped = false;
 
   constructor(
-    private readonly deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; projections: { waitFor(position: Position, timeoutMs: number): Promise<void> }; clock?: () => Date; cluster?: SubscriberCluster | null },
+    private readonly deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; projections: { waitFor(position: Position, timeoutMs: number): Promise<void> }; clock?: () => Date; cluster?: SubscriberCluster | null; outbound: Fetch },
     private readonly publish: DownlinkContext['publish'],
     private readonly retry = COMMAND_RETRY,
     /**
@@ -157,7 +158,7 @@ export class CommandDelivery {
     else {
       try {
         this.sent.add(request.id);
-        outcome = await module.downlink.execute(request, connector, { attempt: open.attempt, maybeDone: open.maybeDone, timeoutMs: this.retry.callTimeoutMs, publish: this.publish });
+        outcome = await module.downlink.execute(request, connector, { attempt: open.attempt, maybeDone: open.maybeDone, timeoutMs: this.retry.callTimeoutMs, http: this.deps.outbound, publish: this.publish });
       } catch (err) {
         failure = err instanceof Unreachable ? err : new Unreachable(`the ${request.integration} adapter failed: ${(err as Error).message}`, true);
         if (!(err instanceof Unreachable)) this.deps.log.error({ err, commandId: request.id }, 'a command adapter failed');

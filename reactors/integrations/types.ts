@@ -1,4 +1,5 @@
 import type { CommandRequest } from '../../domain/commands/command.js';
+import { failureOf, type Fetch } from '../outbound.js';
 import type { IntegrationName } from '../../domain/integrations/catalog.js';
 import type { ConnectorInfo } from '../../ingest/registry.js';
 
@@ -113,6 +114,8 @@ export interface DownlinkContext {
   publish(connector: ConnectorInfo, topic: string, message: string, key?: string): Promise<void>;
   /** Bounded wait for any one HTTP call to the network server. */
   timeoutMs: number;
+  /** The HTTP client for the network server's API, within `OUTBOUND_TARGETS`. */
+  http: Fetch;
 }
 
 export interface DownlinkAdapter {
@@ -126,16 +129,17 @@ export const secretOf = (connector: ConnectorInfo, name: string): string => conn
 export const settingsOf = (connector: ConnectorInfo, field: string): Record<string, unknown> => (connector.doc[field] as Record<string, unknown> | undefined) ?? {};
 
 /** Calls a network server's HTTP API: a network failure or a 5xx/429 is `Unreachable`, any other answer is returned. */
-export async function callApi(url: string, init: RequestInit, timeoutMs: number): Promise<{ status: number; body: unknown; text: string }> {
+export async function callApi(context: Pick<DownlinkContext, 'http' | 'timeoutMs'>, url: string, init: RequestInit): Promise<{ status: number; body: unknown; text: string }> {
+  const { timeoutMs } = context;
   let res: Response;
   try {
-    res = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
+    res = await context.http(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
   } catch (err) {
     const timedOut = (err as Error).name === 'TimeoutError';
     // Only a connection that was never made proves the request did not arrive; a reset or a time-out may follow a request the server took.
     const code = ((err as { cause?: { code?: unknown } }).cause?.code ?? '') as string;
-    const notSent = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code);
-    throw new Unreachable(timedOut ? `no answer from ${new URL(url).origin} within ${timeoutMs} ms` : `${new URL(url).origin} cannot be reached: ${(err as Error).message}${code ? ` (${code})` : ''}`, !notSent);
+    const notSent = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EOUTBOUNDREFUSED'].includes(code);
+    throw new Unreachable(timedOut ? `no answer from ${new URL(url).origin} within ${timeoutMs} ms` : `${new URL(url).origin} cannot be reached: ${failureOf(err)}${code ? ` (${code})` : ''}`, !notSent);
   }
   const text = await res.text().catch(() => '');
   let body: unknown = null;

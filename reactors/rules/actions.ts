@@ -254,7 +254,7 @@ export class RuleActions {
     const { signal } = this.stopping;
     let why = '';
     for (let attempt = 1; attempt <= CHANNEL_ACTION_RETRY.attempts; attempt++) {
-      const result = await postOnce(url, headers, body, CHANNEL_ACTION_RETRY.timeoutMs, signal);
+      const result = await postOnce(this.deps.outbound, url, headers, body, CHANNEL_ACTION_RETRY.timeoutMs, signal);
       if (result.ok) return null;
       if (signal.aborted) throw new StoppingError('the rules reactor');
       why = result.why;

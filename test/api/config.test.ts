@@ -21,6 +21,8 @@ config('given an empty environment, then the documented defaults apply', () => {
   assert.is(c.mqttSessionExpirySeconds, 86_400, 'a persistent session ends a day after its client left');
   assert.is(loadConfig({ MQTT_SESSION_EXPIRY_SECONDS: '0' }).mqttSessionExpirySeconds, 0, '0: sessions never expire');
   assert.is(c.mqttDrainTimeoutSeconds, 30);
+  assert.is(c.outboundTargets, 'public', 'requests to URLs users write reach public addresses only');
+  assert.is(loadConfig({ OUTBOUND_TARGETS: 'private' }).outboundTargets, 'private');
 });
 
 for (const [name, value, words] of [
@@ -39,6 +41,7 @@ for (const [name, value, words] of [
   ['MQTT_SESSION_QUEUE_LIMIT', '0', /MQTT_SESSION_QUEUE_LIMIT must be a whole number from 1 to/],
   ['MQTT_SESSION_EXPIRY_SECONDS', '1d', /MQTT_SESSION_EXPIRY_SECONDS must be a whole number/],
   ['MQTT_DRAIN_TIMEOUT_SECONDS', '0', /MQTT_DRAIN_TIMEOUT_SECONDS must be a whole number from 1 to 3600/],
+  ['OUTBOUND_TARGETS', 'all', /OUTBOUND_TARGETS must be one of public, private, any/],
 ] as const) {
   config(`when ${name}=${value}, then start-up stops with a message naming ${name}`, () => {
     try {

@@ -77,6 +77,8 @@ export interface PlatformProcess {
 /** The platform (`api/main.ts`) as its own process on `databaseUrl`, with an admin logged in; `env` adds settings (METRICS_TOKEN, …). */
 export async function startPlatformProcess(databaseUrl: string, dataDir: string, env: Record<string, string> = {}): Promise<PlatformProcess> {
   const { child, ports } = await spawnProcess(['api/main.ts'], {
+    // Channels' receivers and network-server stand-ins of the benchmarks listen on loopback.
+    OUTBOUND_TARGETS: 'any',
     ...env,
     DATABASE_URL: databaseUrl,
     PORT: '0',

@@ -40,7 +40,7 @@ export class PlatformNode {
   async start(): Promise<this> {
     this.http = 0;
     this.mqtt = 0;
-    const env = { PORT: '0', MQTT_PORT: '0', DATA_DIR: mkdtempSync(join(tmpdir(), 'node-')), JWT_SECRET: NODE_SECRET, ADMIN_USERNAME: NODE_ADMIN.username, ADMIN_PASSWORD: NODE_ADMIN.password, LOG_LEVEL: 'info', NODE_NAME: this.name, ...this.env };
+    const env = { PORT: '0', MQTT_PORT: '0', DATA_DIR: mkdtempSync(join(tmpdir(), 'node-')), JWT_SECRET: NODE_SECRET, ADMIN_USERNAME: NODE_ADMIN.username, ADMIN_PASSWORD: NODE_ADMIN.password, LOG_LEVEL: 'info', NODE_NAME: this.name, OUTBOUND_TARGETS: 'any', ...this.env };
     this.child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let errors = '';
     this.child.stderr!.on('data', (d) => (errors = (errors + d).slice(-20_000)));

@@ -49,6 +49,8 @@ export async function startTestPlatform(overrides: Partial<Config> = {}, options
     adminUsername: ADMIN.username,
     adminPassword: ADMIN.password,
     logLevel: 'info',
+    // Receivers and network-server stand-ins of the tests listen on loopback.
+    outboundTargets: 'any',
     ...overrides,
   };
   const platform = await startPlatform(config, pino({ level: config.logLevel }, sink), options);

@@ -67,20 +67,20 @@ export const chirpstack: IntegrationModule = {
           const data = Buffer.from(downlink.hex, 'hex').toString('base64');
           if (context.maybeDone) {
             // An earlier attempt may have reached ChirpStack before its answer was lost: an item with the same port and payload is that one.
-            const listed = await callApi(url, { method: 'GET', headers }, context.timeoutMs);
+            const listed = await callApi(context, url, { method: 'GET', headers });
             if (listed.status === 200 && isRecord(listed.body) && Array.isArray(listed.body.result)) {
               const same = listed.body.result.find((i) => isRecord(i) && numberOr(i.fPort, 0) === downlink.fPort && (i.data ?? '') === data);
               if (isRecord(same) && typeof same.id === 'string') return { type: 'accepted', networkItemId: same.id };
             }
           }
-          const res = await callApi(url, { method: 'POST', headers, body: JSON.stringify({ queueItem: { devEui, confirmed: downlink.confirmed, fPort: downlink.fPort, data } }) }, context.timeoutMs);
+          const res = await callApi(context, url, { method: 'POST', headers, body: JSON.stringify({ queueItem: { devEui, confirmed: downlink.confirmed, fPort: downlink.fPort, data } }) });
           if (res.status !== 200) return refused(res);
           const id = isRecord(res.body) ? textOf(res.body.id) : undefined;
           if (!id) throw new Unreachable(`ChirpStack answered 200 without a queue item id: ${res.text.slice(0, 200)}`);
           return { type: 'accepted', networkItemId: id };
         }
         case 'read': {
-          const res = await callApi(url, { method: 'GET', headers }, context.timeoutMs);
+          const res = await callApi(context, url, { method: 'GET', headers });
           if (res.status !== 200) return refused(res);
           const result = isRecord(res.body) && Array.isArray(res.body.result) ? res.body.result.filter(isRecord) : [];
           return {
@@ -97,7 +97,7 @@ export const chirpstack: IntegrationModule = {
           };
         }
         case 'flush': {
-          const res = await callApi(url, { method: 'DELETE', headers }, context.timeoutMs);
+          const res = await callApi(context, url, { method: 'DELETE', headers });
           return res.status === 200 ? { type: 'accepted' } : refused(res);
         }
         case 'publish':

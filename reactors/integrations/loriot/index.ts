@@ -63,14 +63,14 @@ export const loriot: IntegrationModule = {
         case 'queue': {
           // LORIOT has no read of a device's queue: when an earlier attempt may have queued it, it cannot be looked for, and is sent again (docs/integrations.md).
           const downlink = request.downlink!;
-          const res = await callApi(`${base}/1/rest`, { method: 'POST', headers, body: JSON.stringify({ cmd: 'tx', appid, EUI: eui, port: downlink.fPort, confirmed: downlink.confirmed, data: downlink.hex }) }, context.timeoutMs);
+          const res = await callApi(context, `${base}/1/rest`, { method: 'POST', headers, body: JSON.stringify({ cmd: 'tx', appid, EUI: eui, port: downlink.fPort, confirmed: downlink.confirmed, data: downlink.hex }) });
           if (res.status < 200 || res.status > 299) return refused(res);
           // LORIOT answers a `tx` message in kind, with `error` when it did not take it.
           if (isRecord(res.body) && typeof res.body.error === 'string') return { type: 'refused', status: res.status, message: res.body.error.slice(0, 500) };
           return { type: 'accepted' };
         }
         case 'flush': {
-          const res = await callApi(`${base}/1/nwk/app/${appid}/device/${eui}/flushqueue`, { method: 'POST', headers, body: '{}' }, context.timeoutMs);
+          const res = await callApi(context, `${base}/1/nwk/app/${appid}/device/${eui}/flushqueue`, { method: 'POST', headers, body: '{}' });
           return res.status >= 200 && res.status <= 299 ? { type: 'accepted' } : refused(res);
         }
         case 'read':

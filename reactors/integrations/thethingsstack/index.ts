@@ -90,16 +90,16 @@ export const theThingsStack: IntegrationModule = {
           const correlation = correlationOf(request.id);
           if (context.maybeDone) {
             // An earlier attempt may have reached The Things Stack before its answer was lost: the item carrying this command's correlation id is that one.
-            const listed = await callApi(api.list, { method: 'GET', headers: api.headers }, context.timeoutMs);
+            const listed = await callApi(context, api.list, { method: 'GET', headers: api.headers });
             if (listed.status !== 200) return refused(listed, 'could not check the queue before queueing again: ');
             if (queueOf(listed.body).some((i) => Array.isArray(i.correlation_ids) && i.correlation_ids.includes(correlation))) return { type: 'accepted' };
           }
           const item = { f_port: downlink.fPort, frm_payload: Buffer.from(downlink.hex, 'hex').toString('base64'), confirmed: downlink.confirmed, priority: 'NORMAL', correlation_ids: [correlation] };
-          const res = await callApi(api.push, { method: 'POST', headers: api.headers, body: JSON.stringify({ downlinks: [item] }) }, context.timeoutMs);
+          const res = await callApi(context, api.push, { method: 'POST', headers: api.headers, body: JSON.stringify({ downlinks: [item] }) });
           return res.status === 200 ? { type: 'accepted' } : refused(res);
         }
         case 'read': {
-          const res = await callApi(api.list, { method: 'GET', headers: api.headers }, context.timeoutMs);
+          const res = await callApi(context, api.list, { method: 'GET', headers: api.headers });
           if (res.status !== 200) return refused(res);
           return {
             type: 'accepted',
@@ -120,7 +120,7 @@ export const theThingsStack: IntegrationModule = {
         }
         case 'flush': {
           // Replacing the queue with no downlinks empties it.
-          const res = await callApi(api.replace, { method: 'POST', headers: api.headers, body: JSON.stringify({ downlinks: [] }) }, context.timeoutMs);
+          const res = await callApi(context, api.replace, { method: 'POST', headers: api.headers, body: JSON.stringify({ downlinks: [] }) });
           return res.status === 200 ? { type: 'accepted' } : refused(res);
         }
         case 'publish':

@@ -3,7 +3,7 @@ import { ValidationError } from '../../../domain/shared/errors.js';
 import { DEV_EUI, normalizeDevEui } from '../../../domain/integrations/catalog.js';
 import type { ConnectorInfo } from '../../../ingest/registry.js';
 import { MAX_UPLINK_BYTES, hexBytes, isRecord } from '../formats.js';
-import { callApi, messageOf, secretOf, settingsOf, Unreachable, type DeviceRef, type InboundEvent, type IntegrationModule, type Outcome, type Radio } from '../types.js';
+import { callApi, messageOf, secretOf, settingsOf, Unreachable, type DeviceRef, type DownlinkContext, type InboundEvent, type IntegrationModule, type Outcome, type Radio } from '../types.js';
 
 /**
  * Actility ThingPark. Uplinks come from an HTTP application server route
@@ -80,9 +80,9 @@ export function createThingPark(): IntegrationModule {
         const body = JSON.stringify({ payloadHex: downlink.hex, targetPorts: String(downlink.fPort) });
         // ThingPark's DX API has no read of a device's queue: when an earlier attempt may have queued it, it cannot be looked for, and is sent again (docs/integrations.md).
         for (let fresh = false; ; fresh = true) {
-          const token = await tokens.get(connector, base, context.timeoutMs, fresh);
+          const token = await tokens.get(connector, base, context, fresh);
           if (token.type === 'refused') return token;
-          const res = await callApi(url, { method: 'POST', headers: { authorization: `Bearer ${token.accessToken}`, 'content-type': 'application/json', accept: 'application/json' }, body }, context.timeoutMs);
+          const res = await callApi(context, url, { method: 'POST', headers: { authorization: `Bearer ${token.accessToken}`, 'content-type': 'application/json', accept: 'application/json' }, body });
           if (res.status >= 200 && res.status <= 299) return { type: 'accepted' };
           // A token revoked or expired early: one more try with a new one.
           if (res.status === 401 && !fresh) {
@@ -109,14 +109,14 @@ class TokenCache {
     this.tokens.delete(connector.id);
   }
 
-  async get(connector: ConnectorInfo, base: string, timeoutMs: number, fresh: boolean): Promise<{ type: 'token'; accessToken: string } | Extract<Outcome, { type: 'refused' }>> {
+  async get(connector: ConnectorInfo, base: string, context: Pick<DownlinkContext, 'http' | 'timeoutMs'>, fresh: boolean): Promise<{ type: 'token'; accessToken: string } | Extract<Outcome, { type: 'refused' }>> {
     const clientId = String(settingsOf(connector, 'thingPark').clientId ?? '');
     const secret = secretOf(connector, 'thingPark.clientSecret');
     const key = createHash('sha256').update(`${base}\u0000${clientId}\u0000${secret}`).digest('hex');
     const cached = this.tokens.get(connector.id);
     if (!fresh && cached && cached.key === key && cached.expiresAt > Date.now()) return { type: 'token', accessToken: cached.accessToken };
     const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: secret });
-    const res = await callApi(`${base}/admin/latest/api/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: form.toString() }, timeoutMs);
+    const res = await callApi(context, `${base}/admin/latest/api/oauth/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: form.toString() });
     if (res.status < 200 || res.status > 299) {
       const b = res.body as { error_description?: unknown } | null;
       const why = typeof b?.error_description === 'string' ? b.error_description.slice(0, 300) : messageOf(res.body, res.text);
