@@ -156,7 +156,12 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  */
 function knownOperation(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
   return (req, _res, next) => {
-    if (operationOf(req.method, req.path)) return next();
+    const operation = operationOf(req.method, req.path);
+    if (operation) {
+      const note = operation.spec['x-refusal-note'];
+      if (typeof note === 'string') req.refusalNote = note;
+      return next();
+    }
     const allowed = METHODS.filter((m) => operationOf(m, req.path));
     next(allowed.length ? new MethodNotAllowedError(allowed) : new NotFoundError());
   };

@@ -124,6 +124,7 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     message = `ERR - body is larger than ${body.limit} bytes`;
   } else {
     const mapped = fromValidator(err as ValidatorError);
+    if (mapped?.status === 422 && req.refusalNote) mapped.message += `; ${req.refusalNote}`;
     const http = mapped ? null : fromHttpLayer(err as Parameters<typeof fromHttpLayer>[0]);
     if (mapped) {
       ({ status, message } = mapped);

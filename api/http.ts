@@ -12,6 +12,8 @@ declare global {
       log: Logger;
       /** Set by `authenticate` on every route but login. */
       principal?: Principal;
+      /** What the document adds to every 422 its request validation gives for this operation (`x-refusal-note`). */
+      refusalNote?: string;
     }
   }
 }

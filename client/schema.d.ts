@@ -1606,7 +1606,10 @@ export interface paths {
         401: components["responses"]["Error"];
       };
     };
-    /** Reserve a topic for a credentials set (needs write access to the set) */
+    /**
+     * Reserve a topic for a credentials set (needs write access to the set)
+     * @description Every refusal of a body names the allowed roots.
+     */
     post: {
       requestBody: {
         content: {

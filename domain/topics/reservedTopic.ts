@@ -21,7 +21,8 @@ export type ReservedTopicState = { status: 'none' | 'deleted' } | { status: 'act
 export const reservedTopicStream = (id: string) => `reservedtopic-${id}`;
 export const TOPIC_NOT_FOUND = 'Reserved MQTT topic not found';
 
-const rootsText = `the allowed roots are ${ALLOWED_ROOTS.join(', ')}`;
+/** What every refusal of a reservation says (also the document's `x-refusal-note` of the operation). */
+export const ROOTS_NOTE = `the allowed roots are ${ALLOWED_ROOTS.join(', ')}, each followed by at least one sub-topic`;
 
 /** The root of the downlink topics: `svc/push/v1/<basicCredentialsSetId>/…` belongs to that credentials set. */
 export const PUSH_ROOT = 'svc/push/v1';
@@ -33,7 +34,7 @@ export const PUSH_ROOT = 'svc/push/v1';
  * there: another set's push topic would let it write into that set's downlinks.
  */
 export function checkTopic(topic: string, basicCredentialsSetId: string): void {
-  const bad = (why: string) => ValidationError.field('topic', `${why}; ${rootsText}, each followed by at least one sub-topic`);
+  const bad = (why: string) => ValidationError.field('topic', `${why}; ${ROOTS_NOTE}`);
   if (topic.startsWith('/')) throw bad('must not start with /');
   const root = ALLOWED_ROOTS.find((r) => topic === r || topic.startsWith(`${r}/`));
   if (!root) throw bad('must start with an allowed root');
@@ -43,7 +44,7 @@ export function checkTopic(topic: string, basicCredentialsSetId: string): void {
   if (/[+#\u0000]/.test(topic) || topic.includes('$')) throw bad('must not contain +, #, $ or NUL');
   if (Buffer.byteLength(topic) > 1024) throw bad('must be at most 1024 bytes');
   if (root === PUSH_ROOT && levels[0] !== basicCredentialsSetId) {
-    throw ValidationError.field('topic', `below ${PUSH_ROOT} must start with the id of its own basic credentials set: ${PUSH_ROOT}/${basicCredentialsSetId}/…`);
+    throw ValidationError.field('topic', `below ${PUSH_ROOT} must start with the id of its own basic credentials set: ${PUSH_ROOT}/${basicCredentialsSetId}/…; ${ROOTS_NOTE}`);
   }
 }
 

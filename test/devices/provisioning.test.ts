@@ -3,6 +3,8 @@ import * as assert from 'uvu/assert';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
 import { connectMqtt } from '../ingest/support.js';
+import { loadOpenApi } from '../../api/openapi.js';
+import { ROOTS_NOTE } from '../../domain/topics/reservedTopic.js';
 
 const prov = suite<{ t: TestPlatform; setId: string }>('Credentials sets, reserved topics and connectors');
 
@@ -54,10 +56,24 @@ prov('when a topic breaks a rule, then 422 and the message names the allowed roo
     assert.is(res.status, 422, topic);
     assert.ok(res.text.includes('svc/generic/v2') && res.text.includes('svc/push/v1'), res.text);
   }
+  // Refusals of the body's shape name them too: an empty topic, a malformed or missing set id, a field too many.
+  for (const body of [{ topic: '', basicCredentialsSetId: setId }, { topic: '/x', basicCredentialsSetId: 'nope' }, { topic: 'svc/generic/v2/z' }, { topic: 'svc/generic/v2/z', basicCredentialsSetId: setId, extra: 1 }]) {
+    const res = await t.call('POST', '/api/reserved-mqtt-topics', { body });
+    assert.is(res.status, 422, JSON.stringify(body));
+    assert.ok(res.text.endsWith(`; ${ROOTS_NOTE}`), res.text);
+  }
+  const push = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: 'svc/push/v1/another/x', basicCredentialsSetId: setId } });
+  assert.is(push.status, 422);
+  assert.ok(push.text.endsWith(`; ${ROOTS_NOTE}`), push.text);
   const unknown = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: 'svc/generic/v2/y', basicCredentialsSetId: 'cccccccccccccccccccccccc' } });
   assert.is(unknown.status, 422);
   assert.match(unknown.text, /basicCredentialsSetId/);
   assert.ok(unknown.text.includes('svc/generic/v2'), unknown.text);
+});
+
+prov('given the document, then the note it adds to a reservation\'s refusals names the roots the domain allows', () => {
+  const post = (loadOpenApi().paths as Record<string, Record<string, Record<string, unknown>>>)['/api/reserved-mqtt-topics']!.post!;
+  assert.is(post['x-refusal-note'], ROOTS_NOTE);
 });
 
 prov('when a topic is reserved twice, then 409', async ({ t, setId }) => {

@@ -6,7 +6,7 @@ import type { MqttClient } from 'mqtt';
 import { issueToken } from '../../api/auth/tokens.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { newResourceId } from '../../domain/shared/ids.js';
-import { reservedTopicStream } from '../../domain/topics/reservedTopic.js';
+import { ROOTS_NOTE, reservedTopicStream } from '../../domain/topics/reservedTopic.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { RawPublisher } from '../support/rawMqtt.js';
 import { givenUser } from '../users/given.js';
@@ -435,7 +435,7 @@ broker('when a credentials set reserves below another set\'s push topic, then 42
   const b = await givenProvider(t, 'push-b', []);
   const stolen = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: `svc/push/v1/${b.setId}/cmd`, basicCredentialsSetId: a.setId } });
   assert.is(stolen.status, 422);
-  assert.is(stolen.text, `ERR - topic below svc/push/v1 must start with the id of its own basic credentials set: svc/push/v1/${a.setId}/…`);
+  assert.is(stolen.text, `ERR - topic below svc/push/v1 must start with the id of its own basic credentials set: svc/push/v1/${a.setId}/…; ${ROOTS_NOTE}`);
   const bare = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: `svc/push/v1/${b.setId}`, basicCredentialsSetId: a.setId } });
   assert.is(bare.status, 422);
   const own = await t.call('POST', '/api/reserved-mqtt-topics', { body: { topic: `svc/push/v1/${a.setId}/up`, basicCredentialsSetId: a.setId } });
