@@ -16,7 +16,7 @@ import type { Registry, Resolved } from './registry.js';
 import { dedupKey, type IngestPipeline } from './pipeline.js';
 import { MAX_PAYLOAD_BYTES, messageHash, readPayload } from './payload.js';
 import type { LogWriter } from '../domain/logs/writer.js';
-import { BoundedMemoryPersistence, DEFAULT_SESSION_LIMITS, MemoryLastSeen, forAedes, keepSessions, type BoundedPersistence, type LastSeen, type SessionLimits } from './sessions.js';
+import { BoundedMemoryPersistence, DEFAULT_SESSION_LIMITS, MemoryLastSeen, forAedes, keepOnlyAllowed, keepSessions, type BoundedPersistence, type LastSeen, type SessionLimits } from './sessions.js';
 
 export { MAX_PAYLOAD_BYTES };
 /**
@@ -52,6 +52,12 @@ const DELIVERIES_IN_FLIGHT = 5_000;
  * memory tells a re-send from a new message by the connection that sent it).
  */
 export type Session = { kind: 'user' | 'credentials' | 'app'; id: string; clientId: string; connection: string };
+
+/** The subscribe rule: an identity's own output topics, and a credentials set's own push topics. */
+function maySubscribe(session: Session | undefined, topic: string): boolean {
+  const below = (prefix: string) => topic.startsWith(prefix) && topic.length > prefix.length;
+  return !!session && (below(`svc/output/v2/${session.id}/`) || (session.kind === 'credentials' && below(`svc/push/v1/${session.id}/`)));
+}
 
 /** A connection's id: 72 random bits, short because the cluster's redelivery memory stores one with every QoS 1 message. */
 const connectionId = () => randomBytes(9).toString('base64url');
@@ -377,6 +383,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
 
   const limits = options.sessions ?? DEFAULT_SESSION_LIMITS;
   const store = options.backends?.sessions.store ?? new BoundedMemoryPersistence(limits.queue);
+  keepOnlyAllowed(store, (client, topic) => maySubscribe(sessions.get(client as Client), topic));
   const aedes = await Aedes.createBroker({
     ...(options.backends ? { mq: options.backends.mq } : {}),
     persistence: forAedes(store) as NonNullable<Parameters<typeof Aedes.createBroker>[0]>['persistence'],
@@ -454,10 +461,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     authorizeSubscribe(client, sub, callback) {
       const session = sessions.get(client);
       const topic = sub.topic;
-      const allowed = (prefix: string) => topic.startsWith(prefix) && topic.length > prefix.length;
-      if (session && (allowed(`svc/output/v2/${session.id}/`) || (session.kind === 'credentials' && allowed(`svc/push/v1/${session.id}/`)))) {
-        return callback(null, sub);
-      }
+      if (maySubscribe(session, topic)) return callback(null, sub);
       if (session?.kind === 'credentials') refuseSet(session.id, `MQTT subscription to ${topic} refused: not a topic of this credentials set`, 'subscribe refused');
       else if (session?.kind === 'app') refuseApp(session.id, `MQTT subscription to ${topic} refused: an app subscribes only below svc/output/v2/${session.id}/`, 'subscribe refused');
       else log.warn({ clientId: client.id, session, topic }, 'MQTT subscription refused');

@@ -62,6 +62,29 @@ const { CallBackPersistence } = require('aedes-persistence/callBackPersistence.j
  */
 export const forAedes = (store: BoundedPersistence): unknown => new CallBackPersistence(() => store);
 
+type Subscription = { topic: string };
+type SubscriptionStore = { addSubscriptions(client: object, subs: Subscription[]): Promise<void> };
+
+/**
+ * A persistent session keeps only the subscriptions its identity may hold.
+ * aedes stores a SUBSCRIBE packet's whole topic list once for each topic it
+ * granted, the refused ones included: a refused topic would come back,
+ * unchecked, when the session resumes, and a packet of n topics cost n
+ * stores of n topics. So the list is stored once per packet, and only the
+ * topics `may` allows (the broker's own subscribe rule).
+ */
+export function keepOnlyAllowed(store: BoundedPersistence, may: (client: object, topic: string) => boolean): void {
+  const target = store as unknown as SubscriptionStore;
+  const add = target.addSubscriptions.bind(target);
+  const stored = new WeakSet<Subscription[]>();
+  target.addSubscriptions = (client, subs) => {
+    if (stored.has(subs)) return Promise.resolve();
+    stored.add(subs);
+    const allowed = subs.filter((s) => may(client, s.topic));
+    return allowed.length ? add(client, allowed) : Promise.resolve();
+  };
+}
+
 /**
  * The single process's session store: aedes-persistence's memory store, with
  * its queues replaced. Each session's queue is a map from the message's broker

@@ -1,6 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn, execFile } from 'node:child_process';
+import mqtt from 'mqtt';
 import { receiver } from '../support/receiver.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser, type GivenUser } from '../users/given.js';
@@ -200,6 +201,41 @@ channels('when a generic connector sends a downlink, then the credentials set re
   const bad = await t.call('PUT', '/api/connectors/command', { body: { command: 'sendDownlink', integrationName: 'Generic', connectorId: connector.body._id, data: { mqttTopic: 'a/#', message: 'x' } } });
   assert.is(bad.status, 422);
   await c.endAsync();
+});
+
+channels('given a spy whose persistent session asks for its own and the watcher\'s output topics in one SUBSCRIBE, when it comes back, then it gets only its own; a packet of 4,000 topics costs no stall', async ({ t, p, user, a }) => {
+  const spy = await givenUser(t, 'spy');
+  const watcher = await t.call('POST', '/api/channels', { body: { iotnode: a, mqtt: { type: 'keycloakUser', recipient: user.id } } });
+  assert.is(watcher.status, 201, watcher.text);
+  const login = { username: spy.id, password: spy.token, clientId: 'spy', clean: false, reconnectPeriod: 0, protocolVersion: 4 as const };
+  const first = await mqtt.connectAsync(`mqtt://127.0.0.1:${t.mqttPort}`, login);
+  // MQTT.js fails a SUBACK with a refusal in it; the SUBACK itself says what was granted.
+  const subscribe = (topics: string[]) =>
+    new Promise<number[]>((r) => first.subscribe(topics, { qos: 1 }, (_err, _subs, suback) => r(((suback as { granted?: number[] } | undefined)?.granted ?? []) as number[])));
+  assert.equal(await subscribe([`svc/output/v2/${spy.id}/#`, `svc/output/v2/${user.id}/#`, '#']), [1, 128, 128]);
+  const started = Date.now();
+  const many = [`svc/output/v2/${spy.id}/more`, ...Array.from({ length: 4000 }, (_, i) => `svc/output/v2/${user.id}/x${i}`)];
+  assert.is((await subscribe(many)).length, 4001);
+  assert.ok(Date.now() - started < 5_000, `4,000 refused topics took ${Date.now() - started} ms`);
+  await first.endAsync();
+
+  // While the spy is away, the watcher's change is queued for the sessions that hold a matching subscription.
+  const watching = await mqtt.connectAsync(`mqtt://127.0.0.1:${t.mqttPort}`, { username: user.id, password: user.token, reconnectPeriod: 0 });
+  const delivered: string[] = [];
+  watching.on('message', (topic) => delivered.push(topic));
+  await watching.subscribeAsync(`svc/output/v2/${user.id}/#`, { qos: 1 });
+  const c = await connectMqtt(t, p.username, p.password);
+  await publish(c, `${ROOT}/a`, { temperature: 31 });
+  await eventually(async () => delivered.length > 0, 10_000, 'the watcher to get the change');
+  const seen: string[] = [];
+  const again = await mqtt.connectAsync(`mqtt://127.0.0.1:${t.mqttPort}`, { ...login, manualConnect: false });
+  again.on('message', (topic) => seen.push(topic));
+  await publish(c, `${ROOT}/a`, { temperature: 32 });
+  await eventually(async () => delivered.length > 1, 10_000, 'the watcher to get the second change');
+  await new Promise((r) => setTimeout(r, 1000));
+  assert.equal(seen, [], 'the spy got none of the watcher\'s messages');
+  await Promise.all([again.endAsync(), watching.endAsync(), c.endAsync()]);
+  await t.call('DELETE', `/api/channels/${watcher.body._id}`);
 });
 
 channels.run();
