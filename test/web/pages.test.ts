@@ -230,6 +230,35 @@ pages('when an admin shares a dashboard with a group, then it takes two clicks a
   assert.equal(ctx.admin.errors, []);
 });
 
+pages('given a device named in HTML and a trail widget whose alias is HTML, when their markers are hovered, then the tooltips show the text as written and none of it becomes part of the page', async (ctx) => {
+  const { page } = ctx.admin;
+  const name = '<b id="injected-name">Pump</b> & <img src="/x.png" id="injected-img">';
+  const alias = '<i id="injected-alias">Main</i> pump';
+  const device = await ok(ctx.t, 'POST', '/api/iotnodes', { name, lnglat: { type: 'Point', coordinates: [10.75, 59.91] } });
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Trails', widgets: [{ x: 0, y: 0, width: 12, height: 10, template: 'geomap', settings: { devices: [{ deviceId: device._id, alias }] } }] });
+  const injected = page.locator('#injected-name, #injected-img, #injected-alias');
+  const tooltip = page.locator('.leaflet-tooltip');
+  await page.goto(`/dashboards/${d._id}`);
+  await page.locator('.dashboard[data-ready="true"]').waitFor();
+  await page.locator('.grid-item[data-template="geomap"] path.leaflet-interactive').hover({ force: true });
+  await tooltip.first().waitFor();
+  assert.ok((await tooltip.allInnerTexts()).includes(alias), JSON.stringify(await tooltip.allInnerTexts()));
+  assert.is(await injected.count(), 0);
+  // The map page: every device by name. Device markers are circles (drawn with arcs), fences are not.
+  await page.getByRole('link', { name: 'Map' }).click();
+  const markers = page.getByRole('region', { name: 'Map of devices and geofences' }).locator('path.leaflet-interactive[d*="a"]');
+  await markers.nth(1).waitFor();
+  const seen: string[] = [];
+  for (let i = 0; i < (await markers.count()); i++) {
+    await markers.nth(i).hover({ force: true });
+    seen.push(...(await tooltip.allInnerTexts()));
+  }
+  assert.ok(seen.includes(name), JSON.stringify(seen));
+  assert.is(await injected.count(), 0);
+  await screenshot(page, 'map-tooltip-text');
+  assert.equal(ctx.admin.errors, []);
+});
+
 pages('at a phone width, then the menu folds, a dashboard stacks its widgets in one column and nothing is wider than the screen', async (ctx) => {
   const d = await ok(ctx.t, 'POST', '/api/dashboards', {
     name: 'Phone',
