@@ -259,6 +259,41 @@ pages('given a device named in HTML and a trail widget whose alias is HTML, when
   assert.equal(ctx.admin.errors, []);
 });
 
+pages('given a user with a custom role and one with two roles, then the users page shows all of each one\'s roles, and a change sends the whole set, custom roles included', async (ctx) => {
+  const { page } = ctx.admin;
+  await ok(ctx.t, 'POST', '/api/roles', { name: 'lineOperator', permissions: { device: ['GET'] } });
+  await ok(ctx.t, 'POST', '/api/users', { username: 'operator-1', attributes: { roles: ['lineOperator'] } });
+  const twoHats = await ok(ctx.t, 'POST', '/api/users', { username: 'two-hats', attributes: { roles: ['editor', 'installer'] } });
+  await page.getByRole('link', { name: 'Users' }).click();
+  const rolesCell = (username: string) => page.getByRole('row').filter({ has: page.getByRole('cell', { name: username, exact: true }) }).getByRole('cell').nth(1);
+  await rolesCell('two-hats').waitFor();
+  assert.is(await rolesCell('operator-1').innerText(), 'lineOperator');
+  assert.is(await rolesCell('two-hats').innerText(), 'editor, installer');
+  await page.getByRole('button', { name: 'Change the roles of two-hats' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Roles of two-hats' });
+  const roles = dialog.getByLabel('Roles');
+  const chosen = () => roles.evaluate((s: any) => [...s.selectedOptions].map((o: any) => o.value));
+  assert.equal(await chosen(), ['editor', 'installer']);
+  // The platform's roles, built-in and custom.
+  const offered = await roles.locator('option').allInnerTexts();
+  for (const r of ['admin', 'editor', 'installer', 'viewerBasic', 'viewerStandard', 'viewerFull', 'lineOperator']) assert.ok(offered.includes(r), r);
+  await screenshot(page, 'user-roles');
+  await roles.selectOption(['installer', 'lineOperator']);
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  assert.equal([...(await ok(ctx.t, 'GET', `/api/users/${twoHats.id}`)).attributes.roles].sort(), ['installer', 'lineOperator']);
+  await page.getByRole('cell', { name: 'installer, lineOperator', exact: true }).waitFor();
+  // A new user, given a custom role beside a built-in one.
+  const form = page.getByRole('form', { name: 'New user' });
+  await form.getByLabel('Username').fill('operator-2');
+  await form.getByLabel('Roles').selectOption(['viewerStandard', 'lineOperator']);
+  await form.getByRole('button', { name: 'Create user' }).click();
+  await page.getByRole('status').filter({ hasText: 'operator-2 was created' }).waitFor();
+  const [created] = await ok(ctx.t, 'GET', '/api/users?username=operator-2');
+  assert.equal([...created.attributes.roles].sort(), ['lineOperator', 'viewerStandard']);
+  assert.equal(ctx.admin.errors, []);
+});
+
 pages('at a phone width, then the menu folds, a dashboard stacks its widgets in one column and nothing is wider than the screen', async (ctx) => {
   const d = await ok(ctx.t, 'POST', '/api/dashboards', {
     name: 'Phone',
