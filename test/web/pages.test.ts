@@ -141,7 +141,7 @@ pages('given a map widget with fence drawing on, when a fence is drawn in it, th
   assert.equal(ctx.admin.errors, []);
 });
 
-pages('when a translator is uploaded, then a bad version is refused next to its field, and a good one is listed with the devices it runs on', async (ctx) => {
+pages('when a translator is uploaded, then a bad version is refused next to its field, every problem of a bad spec beside the spec, and a good one is listed with the devices it runs on', async (ctx) => {
   const { page } = ctx.admin;
   await page.getByRole('link', { name: 'Translators' }).click();
   await page.getByLabel('Name', { exact: true }).fill('acme-probe');
@@ -152,6 +152,17 @@ pages('when a translator is uploaded, then a bad version is refused next to its 
   await err.waitFor();
   assert.match(await err.innerText(), /^version /);
   await page.getByLabel('Version', { exact: true }).fill('1.0.0');
+  // A spec that fails the platform's rules twice over: the API answers JSON naming each problem, and both show beside the spec.
+  await page.getByLabel('Spec (JSON)').fill(JSON.stringify({ name: { type: 'string' }, temperature: { type: 'number', unit: '°C', quantity: 'temperature' }, createdAt: { type: 'string' } }));
+  await page.getByRole('button', { name: 'Upload' }).click();
+  const specErr = page.locator('#f-spec-json--error');
+  await specErr.waitFor();
+  const specText = await specErr.innerText();
+  assert.match(specText, /^spec\.name /);
+  assert.match(specText, /spec\.createdAt /);
+  assert.not.match(specText, /[{}"]/);
+  assert.is(await page.getByText('"errors"').count(), 0);
+  await page.getByLabel('Spec (JSON)').fill(JSON.stringify({ temperature: { type: 'number', unit: '°C', quantity: 'temperature' } }));
   await page.getByRole('button', { name: 'Upload' }).click();
   await page.getByRole('status').filter({ hasText: 'Uploaded acme-probe 1.0.0.' }).waitFor();
   await ok(ctx.t, 'PUT', `/api/iotnodes/${ctx.located}`, { deviceModelName: 'acme-probe-1' });
