@@ -198,4 +198,26 @@ recovery('given a live dashboard, when the connection to the broker drops, then 
   }
 });
 
+recovery('given a page whose code fails to load (a chunk gone after a redeploy), when the user goes to another page, then that page shows', async (ctx) => {
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  try {
+    // The Translators page's chunk is missing, as after a redeploy that renamed it while the tab stayed open.
+    await w.page.route(/\/assets\/Translators-[\w-]+\.js$/, (route) => route.fulfill({ status: 404, contentType: 'text/plain', body: 'Not found' }));
+    await logIn(w.page, ADMIN.username, ADMIN.password);
+    await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    await w.page.getByRole('link', { name: 'Translators' }).click();
+    await w.page.getByRole('alert').filter({ hasText: 'This page could not be shown' }).waitFor();
+    await screenshot(w.page, 'page-chunk-missing');
+    await w.page.getByRole('link', { name: 'Devices' }).click();
+    await w.page.getByRole('heading', { name: 'Devices', level: 1 }).waitFor();
+    assert.is(await w.page.getByText('could not be shown').count(), 0);
+    await w.page.getByRole('link', { name: 'Dashboards' }).click();
+    await w.page.getByRole('heading', { name: 'Dashboards', level: 1 }).waitFor();
+    assert.is(await w.page.getByText('could not be shown').count(), 0);
+    assert.equal(w.errors.filter((e) => !/Translators-/.test(e)), []);
+  } finally {
+    await w.close();
+  }
+});
+
 recovery.run();
