@@ -220,4 +220,55 @@ recovery('given a page whose code fails to load (a chunk gone after a redeploy),
   }
 });
 
+recovery('given a dashboard open for editing in two browsers, when both change it, then the change made over the older version is refused in words and that page shows the other change', async (ctx) => {
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', {
+    name: 'Two editors',
+    title: 'Before',
+    widgets: [{ x: 0, y: 0, width: 6, height: 4, template: 'text', settings: { text: 'Note', alignment: 'left', color: 'black', fontSize: 'md', decoration: 'none' } }],
+  });
+  const [first, second] = [await openPage(ctx.browser, ctx.t.baseUrl), await openPage(ctx.browser, ctx.t.baseUrl)];
+  const saveTitle = async (page: typeof first.page, title: string) => {
+    await page.getByRole('button', { name: 'Name and header' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Name and header' });
+    await dialog.locator('#dashboard_title').fill(title);
+    await dialog.getByRole('button', { name: 'Save' }).click();
+  };
+  const refused = (page: typeof first.page) => page.getByRole('status').filter({ hasText: 'Someone else changed this dashboard in the meantime' });
+  try {
+    for (const w of [first, second]) {
+      await logIn(w.page, ADMIN.username, ADMIN.password);
+      await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+      await w.page.goto(`/dashboards/${d._id}?edit=1`);
+      await w.page.getByRole('heading', { name: 'Before', level: 1 }).waitFor();
+    }
+    await saveTitle(first.page, 'From the first');
+    await first.page.getByRole('heading', { name: 'From the first', level: 1 }).waitFor();
+    // The second still shows "Before": its change is made over that version.
+    await saveTitle(second.page, 'From the second');
+    await refused(second.page).waitFor();
+    await second.page.getByRole('dialog').waitFor({ state: 'detached' });
+    await second.page.getByRole('heading', { name: 'From the first', level: 1 }).waitFor();
+    await screenshot(second.page, 'dashboard-edit-conflict');
+    assert.is((await ok(ctx.t, 'GET', `/api/dashboards/${d._id}`)).title, 'From the first');
+    // Read again, the second saves its change over the version it now shows.
+    await saveTitle(second.page, 'From the second');
+    await second.page.getByRole('heading', { name: 'From the second', level: 1 }).waitFor();
+    await refused(second.page).waitFor({ state: 'detached' });
+    assert.is((await ok(ctx.t, 'GET', `/api/dashboards/${d._id}`)).title, 'From the second');
+    // A layout change over an older version is refused the same way, and the widget stays at its stored place.
+    await ok(ctx.t, 'PATCH', `/api/dashboards/${d._id}`, { title: 'Changed elsewhere' });
+    await second.page.locator('.drag-handle').focus();
+    await second.page.keyboard.press('ArrowRight');
+    await refused(second.page).waitFor();
+    await second.page.getByRole('heading', { name: 'Changed elsewhere', level: 1 }).waitFor();
+    const stored = await ok(ctx.t, 'GET', `/api/dashboards/${d._id}`);
+    assert.is(stored.widgets[0].x, 0);
+    assert.equal(first.errors, []);
+    assert.equal(second.errors, []);
+  } finally {
+    await first.close();
+    await second.close();
+  }
+});
+
 recovery.run();

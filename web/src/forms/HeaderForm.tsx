@@ -1,13 +1,16 @@
 import { useEffect, useState } from 'react';
 import type { ErrorSchema } from '@rjsf/utils';
-import { api, ApiError, describe } from '../lib/api';
+import { ApiError, describe } from '../lib/api';
 import { openapi, type Schema } from '../lib/openapi';
 import { ErrorText, Loading, Modal } from '../components/ui';
 import type { Dashboard } from '../pages/Dashboard';
 import { apiErrors, SchemaForm } from './SchemaForm';
 
-/** Name, title, description and header settings: the `DashboardPatch` schema without the layout. */
-export default function HeaderForm({ dashboard, onClose, onSaved, onGone }: { dashboard: Dashboard; onClose: () => void; onSaved: () => void; onGone: () => void }) {
+/**
+ * Name, title, description and header settings: the `DashboardPatch` schema without the layout. `patch` sends it
+ * against the revision the page shows; a 412 (someone else changed the dashboard) goes to `onConflict`.
+ */
+export default function HeaderForm({ dashboard, patch, onClose, onSaved, onGone, onConflict }: { dashboard: Dashboard; patch: (body: unknown) => Promise<unknown>; onClose: () => void; onSaved: () => void; onGone: () => void; onConflict: () => void }) {
   const [schema, setSchema] = useState<Schema | null>(null);
   const [data, setData] = useState<unknown>({ name: dashboard.name, title: dashboard.title, description: dashboard.description, headerSettings: dashboard.headerSettings ?? {} });
   const [extra, setExtra] = useState<ErrorSchema>();
@@ -26,10 +29,11 @@ export default function HeaderForm({ dashboard, onClose, onSaved, onGone }: { da
     setError(null);
     setExtra(undefined);
     try {
-      await api('PATCH', `/api/dashboards/${dashboard._id}`, { body });
+      await patch(body);
       onSaved();
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) return onGone();
+      if (e instanceof ApiError && e.status === 412) return onConflict();
       const mapped = apiErrors(e);
       setExtra(mapped.extra);
       setError(mapped.message ?? describe(e, 'Saving'));
