@@ -6,6 +6,25 @@ import { ErrorText, Loading, Modal } from '../components/ui';
 import type { Dashboard } from '../pages/Dashboard';
 import { apiErrors, SchemaForm } from './SchemaForm';
 
+interface HeaderData {
+  name?: string;
+  title?: string;
+  description?: string;
+  headerSettings?: Record<string, unknown>;
+}
+
+/**
+ * The PATCH body of the form's data. The form gives an emptied field as
+ * undefined, which a PATCH would leave out, keeping the stored value; it is
+ * sent as the document's empty value instead: an empty title or description
+ * clears it, and `headerSettings` replaces the stored settings as a whole, so
+ * `{}` clears them all. An emptied name goes as empty too, and the API's
+ * refusal shows beside it (a dashboard keeps a name).
+ */
+export function headerPatch(data: HeaderData): Required<HeaderData> {
+  return { name: data.name ?? '', title: data.title ?? '', description: data.description ?? '', headerSettings: data.headerSettings ?? {} };
+}
+
 /**
  * Name, title, description and header settings: the `DashboardPatch` schema without the layout. `patch` sends it
  * against the revision the page shows; a 412 (someone else changed the dashboard) goes to `onConflict`.
@@ -29,7 +48,7 @@ export default function HeaderForm({ dashboard, patch, onClose, onSaved, onGone,
     setError(null);
     setExtra(undefined);
     try {
-      await patch(body);
+      await patch(headerPatch(body as HeaderData));
       onSaved();
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) return onGone();
