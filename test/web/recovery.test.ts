@@ -8,7 +8,7 @@ import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform
 import { ensurePanelBuilt, launch, logIn, openPage, screenshot } from '../support/browser.js';
 import { issueToken } from '../../api/auth/tokens.js';
 import { connectMqtt, deviceOf, givenProvider, publish } from '../ingest/support.js';
-import { ok } from './support.js';
+import { givenUser, ok } from './support.js';
 
 /**
  * Bad input and failures in a real browser: an expired token, a dashboard
@@ -268,6 +268,45 @@ recovery('given a dashboard open for editing in two browsers, when both change i
   } finally {
     await first.close();
     await second.close();
+  }
+});
+
+recovery('given a user who saw a device logs out, when a user who may not read it logs in on the same tab, then it is never shown to them, and the first user\'s other tab is logged out too', async (ctx) => {
+  const viewer = await givenUser(ctx.t, 'recovery-viewer', ['viewerBasic']);
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Meter room', widgets: [valueWidget(ctx.device._id)] });
+  await ok(ctx.t, 'POST', '/api/access-rights', { resourceType: 'dashboard', resourceId: d._id, subjectType: 'singleton', subjectId: viewer.id, scope: ['read'] });
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  // Records every value the page shows, however briefly.
+  await w.context.addInitScript(`{
+    window.__shown = [];
+    new MutationObserver(() => {
+      for (const v of document.querySelectorAll('.grid-item [data-value]')) window.__shown.push(v.getAttribute('data-value'));
+    }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+  }`);
+  try {
+    await logIn(w.page, ADMIN.username, ADMIN.password);
+    await w.page.getByRole('link', { name: 'Meter room' }).click();
+    await w.page.locator('.grid-item [data-value]').waitFor();
+    await w.page.locator('html[data-live="online"]').waitFor();
+    const other = await w.context.newPage();
+    await other.goto('/');
+    await other.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    await w.page.getByRole('button', { name: 'Log out' }).click();
+    await w.page.getByRole('button', { name: 'Log in' }).waitFor();
+    // The other tab follows the stored token: it shows the login too.
+    await other.getByRole('button', { name: 'Log in' }).waitFor();
+    assert.is(await other.getByRole('heading', { name: 'Dashboards' }).count(), 0);
+    // In the same tab, with no reload: the login page stands where the dashboard was.
+    await w.page.evaluate('window.__shown = []');
+    await w.page.getByLabel('Username').fill('recovery-viewer');
+    await w.page.getByLabel('Password').fill(viewer.password);
+    await w.page.getByRole('button', { name: 'Log in' }).click();
+    await w.page.locator('.dashboard[data-ready="true"]').waitFor();
+    await w.page.locator('.grid-item').getByText('no access').waitFor();
+    assert.equal(await w.page.evaluate('window.__shown'), []);
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
   }
 });
 

@@ -4,6 +4,8 @@
  * token. The page takes the data if it is still fresh; a failed early read is
  * simply read again the ordinary way.
  */
+import { session } from './session';
+
 const TOKEN_KEY = 'panel.token';
 /** A dashboard read early: its body, and its `ETag` (the revision a change is made against). */
 export interface EarlyRead {
@@ -26,6 +28,11 @@ export function startEarly(): void {
   data.catch(() => {});
   early = { id: m[1]!, data };
 }
+
+// A read made with the token of a user who logged out is never handed to the next one.
+session.subscribe(() => {
+  if (!session.get()) early = null;
+});
 
 /** The early read of this dashboard, once; null when there is none. */
 export function takeEarly(id: string): Promise<EarlyRead> | null {
