@@ -7,9 +7,9 @@ import express, { Router } from 'express';
 export const PANEL_DIR = new URL('../web/dist', import.meta.url).pathname;
 
 /**
- * The panel's own policy: scripts only from the platform, connections to the
- * platform (REST, MQTT over WebSocket), map tiles from any http(s) address a
- * user configures.
+ * The panel's own policy: scripts only from the platform, connections only to
+ * the platform (REST, MQTT over WebSocket), forms sent only to the platform,
+ * map tiles from any http(s) address a user configures.
  */
 const CSP = [
   "default-src 'self'",
@@ -17,12 +17,14 @@ const CSP = [
   // Leaflet and the grid position elements with style attributes.
   "style-src 'self' 'unsafe-inline'",
   "img-src 'self' data: blob: http: https:",
-  "connect-src 'self' ws: wss:",
+  // 'self' covers the page's own origin over ws: and wss: too (CSP Level 3), so MQTT at /mqtt needs nothing more.
+  "connect-src 'self'",
   // MQTT.js keeps its keep-alive timers in a worker made from a blob, so background tabs do not throttle them.
   "worker-src 'self' blob:",
   "object-src 'none'",
   "base-uri 'none'",
   "frame-ancestors 'none'",
+  "form-action 'self'",
 ].join('; ');
 
 /**

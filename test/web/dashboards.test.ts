@@ -228,6 +228,32 @@ panel('when a command button is pressed, then the rule call is answered in words
   assert.equal(ctx.admin.errors, []);
 });
 
+panel('when the title, description and header settings are emptied in the header form and saved, then they are gone, after a reload too', async (ctx) => {
+  const { page } = ctx.admin;
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Pump hall', title: 'Pump hall east', description: 'Line 2', headerSettings: { titleColor: '#ff0000', align: 'center' } });
+  await page.goto(`/dashboards/${d._id}?edit=1`);
+  await page.getByRole('heading', { name: 'Pump hall east', level: 1 }).waitFor();
+  await page.getByRole('button', { name: 'Name and header' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Name and header' });
+  await dialog.locator('#dashboard_title').fill('');
+  await dialog.locator('#dashboard_description').fill('');
+  await dialog.locator('#dashboard_headerSettings_titleColor').fill('');
+  await dialog.locator('#dashboard_headerSettings_align').selectOption({ index: 0 });
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  await page.reload();
+  // With no title the header shows the name, plainly.
+  const title = page.getByRole('heading', { name: 'Pump hall', exact: true, level: 1 });
+  await title.waitFor();
+  assert.is(await page.getByText('Line 2').count(), 0);
+  assert.equal(await title.evaluate((e: any) => [(globalThis as any).getComputedStyle(e).color, (globalThis as any).getComputedStyle(e.parentElement).textAlign]), ['rgb(31, 35, 40)', 'left']);
+  const stored = await ok(ctx.t, 'GET', `/api/dashboards/${d._id}`);
+  assert.is(stored.title ?? '', '');
+  assert.is(stored.description ?? '', '');
+  assert.equal(stored.headerSettings ?? {}, {});
+  assert.equal(ctx.admin.errors, []);
+});
+
 panel('given a viewer with the dashboard shared and one of two devices readable, then it sees no edit controls and "no access" for the other device', async (ctx) => {
   const viewer = await givenUser(ctx.t, 'panel-viewer', ['viewerBasic']);
   const d = await ok(ctx.t, 'POST', '/api/dashboards', {

@@ -141,7 +141,7 @@ pages('given a map widget with fence drawing on, when a fence is drawn in it, th
   assert.equal(ctx.admin.errors, []);
 });
 
-pages('when a translator is uploaded, then a bad version is refused next to its field, and a good one is listed with the devices it runs on', async (ctx) => {
+pages('when a translator is uploaded, then a bad version is refused next to its field, every problem of a bad spec beside the spec, and a good one is listed with the devices it runs on', async (ctx) => {
   const { page } = ctx.admin;
   await page.getByRole('link', { name: 'Translators' }).click();
   await page.getByLabel('Name', { exact: true }).fill('acme-probe');
@@ -152,6 +152,17 @@ pages('when a translator is uploaded, then a bad version is refused next to its 
   await err.waitFor();
   assert.match(await err.innerText(), /^version /);
   await page.getByLabel('Version', { exact: true }).fill('1.0.0');
+  // A spec that fails the platform's rules twice over: the API answers JSON naming each problem, and both show beside the spec.
+  await page.getByLabel('Spec (JSON)').fill(JSON.stringify({ name: { type: 'string' }, temperature: { type: 'number', unit: '°C', quantity: 'temperature' }, createdAt: { type: 'string' } }));
+  await page.getByRole('button', { name: 'Upload' }).click();
+  const specErr = page.locator('#f-spec-json--error');
+  await specErr.waitFor();
+  const specText = await specErr.innerText();
+  assert.match(specText, /^spec\.name /);
+  assert.match(specText, /spec\.createdAt /);
+  assert.not.match(specText, /[{}"]/);
+  assert.is(await page.getByText('"errors"').count(), 0);
+  await page.getByLabel('Spec (JSON)').fill(JSON.stringify({ temperature: { type: 'number', unit: '°C', quantity: 'temperature' } }));
   await page.getByRole('button', { name: 'Upload' }).click();
   await page.getByRole('status').filter({ hasText: 'Uploaded acme-probe 1.0.0.' }).waitFor();
   await ok(ctx.t, 'PUT', `/api/iotnodes/${ctx.located}`, { deviceModelName: 'acme-probe-1' });
@@ -227,6 +238,70 @@ pages('when an admin shares a dashboard with a group, then it takes two clicks a
   await page.getByRole('link', { name: 'Groups' }).click();
   await page.getByRole('region', { name: 'Group Operators' }).waitFor();
   await screenshot(page, 'groups');
+  assert.equal(ctx.admin.errors, []);
+});
+
+pages('given a device named in HTML and a trail widget whose alias is HTML, when their markers are hovered, then the tooltips show the text as written and none of it becomes part of the page', async (ctx) => {
+  const { page } = ctx.admin;
+  const name = '<b id="injected-name">Pump</b> & <img src="/x.png" id="injected-img">';
+  const alias = '<i id="injected-alias">Main</i> pump';
+  const device = await ok(ctx.t, 'POST', '/api/iotnodes', { name, lnglat: { type: 'Point', coordinates: [10.75, 59.91] } });
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Trails', widgets: [{ x: 0, y: 0, width: 12, height: 10, template: 'geomap', settings: { devices: [{ deviceId: device._id, alias }] } }] });
+  const injected = page.locator('#injected-name, #injected-img, #injected-alias');
+  const tooltip = page.locator('.leaflet-tooltip');
+  await page.goto(`/dashboards/${d._id}`);
+  await page.locator('.dashboard[data-ready="true"]').waitFor();
+  await page.locator('.grid-item[data-template="geomap"] path.leaflet-interactive').hover({ force: true });
+  await tooltip.first().waitFor();
+  assert.ok((await tooltip.allInnerTexts()).includes(alias), JSON.stringify(await tooltip.allInnerTexts()));
+  assert.is(await injected.count(), 0);
+  // The map page: every device by name. Device markers are circles (drawn with arcs), fences are not.
+  await page.getByRole('link', { name: 'Map' }).click();
+  const markers = page.getByRole('region', { name: 'Map of devices and geofences' }).locator('path.leaflet-interactive[d*="a"]');
+  await markers.nth(1).waitFor();
+  const seen: string[] = [];
+  for (let i = 0; i < (await markers.count()); i++) {
+    await markers.nth(i).hover({ force: true });
+    seen.push(...(await tooltip.allInnerTexts()));
+  }
+  assert.ok(seen.includes(name), JSON.stringify(seen));
+  assert.is(await injected.count(), 0);
+  await screenshot(page, 'map-tooltip-text');
+  assert.equal(ctx.admin.errors, []);
+});
+
+pages('given a user with a custom role and one with two roles, then the users page shows all of each one\'s roles, and a change sends the whole set, custom roles included', async (ctx) => {
+  const { page } = ctx.admin;
+  await ok(ctx.t, 'POST', '/api/roles', { name: 'lineOperator', permissions: { device: ['GET'] } });
+  await ok(ctx.t, 'POST', '/api/users', { username: 'operator-1', attributes: { roles: ['lineOperator'] } });
+  const twoHats = await ok(ctx.t, 'POST', '/api/users', { username: 'two-hats', attributes: { roles: ['editor', 'installer'] } });
+  await page.getByRole('link', { name: 'Users' }).click();
+  const rolesCell = (username: string) => page.getByRole('row').filter({ has: page.getByRole('cell', { name: username, exact: true }) }).getByRole('cell').nth(1);
+  await rolesCell('two-hats').waitFor();
+  assert.is(await rolesCell('operator-1').innerText(), 'lineOperator');
+  assert.is(await rolesCell('two-hats').innerText(), 'editor, installer');
+  await page.getByRole('button', { name: 'Change the roles of two-hats' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Roles of two-hats' });
+  const roles = dialog.getByLabel('Roles');
+  const chosen = () => roles.evaluate((s: any) => [...s.selectedOptions].map((o: any) => o.value));
+  assert.equal(await chosen(), ['editor', 'installer']);
+  // The platform's roles, built-in and custom.
+  const offered = await roles.locator('option').allInnerTexts();
+  for (const r of ['admin', 'editor', 'installer', 'viewerBasic', 'viewerStandard', 'viewerFull', 'lineOperator']) assert.ok(offered.includes(r), r);
+  await screenshot(page, 'user-roles');
+  await roles.selectOption(['installer', 'lineOperator']);
+  await dialog.getByRole('button', { name: 'Save' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  assert.equal([...(await ok(ctx.t, 'GET', `/api/users/${twoHats.id}`)).attributes.roles].sort(), ['installer', 'lineOperator']);
+  await page.getByRole('cell', { name: 'installer, lineOperator', exact: true }).waitFor();
+  // A new user, given a custom role beside a built-in one.
+  const form = page.getByRole('form', { name: 'New user' });
+  await form.getByLabel('Username').fill('operator-2');
+  await form.getByLabel('Roles').selectOption(['viewerStandard', 'lineOperator']);
+  await form.getByRole('button', { name: 'Create user' }).click();
+  await page.getByRole('status').filter({ hasText: 'operator-2 was created' }).waitFor();
+  const [created] = await ok(ctx.t, 'GET', '/api/users?username=operator-2');
+  assert.equal([...created.attributes.roles].sort(), ['lineOperator', 'viewerStandard']);
   assert.equal(ctx.admin.errors, []);
 });
 

@@ -8,7 +8,7 @@ import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform
 import { ensurePanelBuilt, launch, logIn, openPage, screenshot } from '../support/browser.js';
 import { issueToken } from '../../api/auth/tokens.js';
 import { connectMqtt, deviceOf, givenProvider, publish } from '../ingest/support.js';
-import { ok } from './support.js';
+import { givenUser, ok } from './support.js';
 
 /**
  * Bad input and failures in a real browser: an expired token, a dashboard
@@ -192,6 +192,118 @@ recovery('given a live dashboard, when the connection to the broker drops, then 
     await w.page.locator('html[data-live="online"]').waitFor();
     await publish(ctx.provider, TOPIC, { power: 102 });
     await value.filter({ hasText: '102' }).waitFor({ timeout: 5000 });
+    assert.equal(w.errors, []);
+  } finally {
+    await w.close();
+  }
+});
+
+recovery('given a page whose code fails to load (a chunk gone after a redeploy), when the user goes to another page, then that page shows', async (ctx) => {
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  try {
+    // The Translators page's chunk is missing, as after a redeploy that renamed it while the tab stayed open.
+    await w.page.route(/\/assets\/Translators-[\w-]+\.js$/, (route) => route.fulfill({ status: 404, contentType: 'text/plain', body: 'Not found' }));
+    await logIn(w.page, ADMIN.username, ADMIN.password);
+    await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    await w.page.getByRole('link', { name: 'Translators' }).click();
+    await w.page.getByRole('alert').filter({ hasText: 'This page could not be shown' }).waitFor();
+    await screenshot(w.page, 'page-chunk-missing');
+    await w.page.getByRole('link', { name: 'Devices' }).click();
+    await w.page.getByRole('heading', { name: 'Devices', level: 1 }).waitFor();
+    assert.is(await w.page.getByText('could not be shown').count(), 0);
+    await w.page.getByRole('link', { name: 'Dashboards' }).click();
+    await w.page.getByRole('heading', { name: 'Dashboards', level: 1 }).waitFor();
+    assert.is(await w.page.getByText('could not be shown').count(), 0);
+    assert.equal(w.errors.filter((e) => !/Translators-/.test(e)), []);
+  } finally {
+    await w.close();
+  }
+});
+
+recovery('given a dashboard open for editing in two browsers, when both change it, then the change made over the older version is refused in words and that page shows the other change', async (ctx) => {
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', {
+    name: 'Two editors',
+    title: 'Before',
+    widgets: [{ x: 0, y: 0, width: 6, height: 4, template: 'text', settings: { text: 'Note', alignment: 'left', color: 'black', fontSize: 'md', decoration: 'none' } }],
+  });
+  const [first, second] = [await openPage(ctx.browser, ctx.t.baseUrl), await openPage(ctx.browser, ctx.t.baseUrl)];
+  const saveTitle = async (page: typeof first.page, title: string) => {
+    await page.getByRole('button', { name: 'Name and header' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Name and header' });
+    await dialog.locator('#dashboard_title').fill(title);
+    await dialog.getByRole('button', { name: 'Save' }).click();
+  };
+  const refused = (page: typeof first.page) => page.getByRole('status').filter({ hasText: 'Someone else changed this dashboard in the meantime' });
+  try {
+    for (const w of [first, second]) {
+      await logIn(w.page, ADMIN.username, ADMIN.password);
+      await w.page.getByRole('heading', { name: 'Dashboards' }).waitFor();
+      await w.page.goto(`/dashboards/${d._id}?edit=1`);
+      await w.page.getByRole('heading', { name: 'Before', level: 1 }).waitFor();
+    }
+    await saveTitle(first.page, 'From the first');
+    await first.page.getByRole('heading', { name: 'From the first', level: 1 }).waitFor();
+    // The second still shows "Before": its change is made over that version.
+    await saveTitle(second.page, 'From the second');
+    await refused(second.page).waitFor();
+    await second.page.getByRole('dialog').waitFor({ state: 'detached' });
+    await second.page.getByRole('heading', { name: 'From the first', level: 1 }).waitFor();
+    await screenshot(second.page, 'dashboard-edit-conflict');
+    assert.is((await ok(ctx.t, 'GET', `/api/dashboards/${d._id}`)).title, 'From the first');
+    // Read again, the second saves its change over the version it now shows.
+    await saveTitle(second.page, 'From the second');
+    await second.page.getByRole('heading', { name: 'From the second', level: 1 }).waitFor();
+    await refused(second.page).waitFor({ state: 'detached' });
+    assert.is((await ok(ctx.t, 'GET', `/api/dashboards/${d._id}`)).title, 'From the second');
+    // A layout change over an older version is refused the same way, and the widget stays at its stored place.
+    await ok(ctx.t, 'PATCH', `/api/dashboards/${d._id}`, { title: 'Changed elsewhere' });
+    await second.page.locator('.drag-handle').focus();
+    await second.page.keyboard.press('ArrowRight');
+    await refused(second.page).waitFor();
+    await second.page.getByRole('heading', { name: 'Changed elsewhere', level: 1 }).waitFor();
+    const stored = await ok(ctx.t, 'GET', `/api/dashboards/${d._id}`);
+    assert.is(stored.widgets[0].x, 0);
+    assert.equal(first.errors, []);
+    assert.equal(second.errors, []);
+  } finally {
+    await first.close();
+    await second.close();
+  }
+});
+
+recovery('given a user who saw a device logs out, when a user who may not read it logs in on the same tab, then it is never shown to them, and the first user\'s other tab is logged out too', async (ctx) => {
+  const viewer = await givenUser(ctx.t, 'recovery-viewer', ['viewerBasic']);
+  const d = await ok(ctx.t, 'POST', '/api/dashboards', { name: 'Meter room', widgets: [valueWidget(ctx.device._id)] });
+  await ok(ctx.t, 'POST', '/api/access-rights', { resourceType: 'dashboard', resourceId: d._id, subjectType: 'singleton', subjectId: viewer.id, scope: ['read'] });
+  const w = await openPage(ctx.browser, ctx.t.baseUrl);
+  // Records every value the page shows, however briefly.
+  await w.context.addInitScript(`{
+    window.__shown = [];
+    new MutationObserver(() => {
+      for (const v of document.querySelectorAll('.grid-item [data-value]')) window.__shown.push(v.getAttribute('data-value'));
+    }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+  }`);
+  try {
+    await logIn(w.page, ADMIN.username, ADMIN.password);
+    await w.page.getByRole('link', { name: 'Meter room' }).click();
+    await w.page.locator('.grid-item [data-value]').waitFor();
+    await w.page.locator('html[data-live="online"]').waitFor();
+    const other = await w.context.newPage();
+    await other.goto('/');
+    await other.getByRole('heading', { name: 'Dashboards' }).waitFor();
+    await w.page.getByRole('button', { name: 'Log out' }).click();
+    await w.page.getByRole('button', { name: 'Log in' }).waitFor();
+    // The other tab follows the stored token: it shows the login too.
+    await other.getByRole('button', { name: 'Log in' }).waitFor();
+    assert.is(await other.getByRole('heading', { name: 'Dashboards' }).count(), 0);
+    // In the same tab, with no reload: the login page stands where the dashboard was.
+    await w.page.evaluate('window.__shown = []');
+    await w.page.getByLabel('Username').fill('recovery-viewer');
+    await w.page.getByLabel('Password').fill(viewer.password);
+    await w.page.getByRole('button', { name: 'Log in' }).click();
+    await w.page.locator('.dashboard[data-ready="true"]').waitFor();
+    await w.page.locator('.grid-item').getByText('no access').waitFor();
+    assert.equal(await w.page.evaluate('window.__shown'), []);
     assert.equal(w.errors, []);
   } finally {
     await w.close();

@@ -37,6 +37,19 @@ server('when / or a page path is asked for without a token, then the panel page 
   assert.is((await t.call('POST', '/', { token: null, body: {} })).status, 404);
 });
 
+server('when a panel page is served, then its policy lets it connect and send forms only to its own origin', async ({ t }) => {
+  const res = await t.call('GET', '/devices', { token: null });
+  const directives = new Map((res.headers.get('content-security-policy') ?? '').split(';').map((d) => {
+    const [name, ...values] = d.trim().split(/\s+/);
+    return [name!, values.join(' ')] as const;
+  }));
+  // 'self' alone: REST and the MQTT WebSocket at /mqtt are same-origin, and no other host is reachable from a script.
+  assert.is(directives.get('connect-src'), "'self'");
+  assert.is(directives.get('form-action'), "'self'");
+  assert.is(directives.get('script-src'), "'self'");
+  assert.is(directives.get('frame-ancestors'), "'none'");
+});
+
 server('when an asset is asked for before its file exists, then nothing of the request is kept: once the file is there it is served, gzipped', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'panel-'));
   mkdirSync(join(dir, 'assets'));

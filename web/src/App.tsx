@@ -86,6 +86,9 @@ function Expired() {
 
 export default function App() {
   const s = session.use();
+  // The router's location, not `window.location`: App re-renders with it, so a page that failed (a chunk gone after
+  // a redeploy) gives way to the next page navigated to.
+  const location = useLocation();
   // With a stored token the page starts at once (see `provisional`); restoring the session goes on beside it.
   const [ready, setReady] = useState(() => session.get() !== null);
   const [error, setError] = useState<string | null>(null);

@@ -111,10 +111,18 @@ export const WIDGETS: RegistryWidgetsType = {
   fieldPath: FieldPath,
 };
 
-/** Turns an API error into field errors (422 naming a field) or a message for the whole form. */
+/** Two error schemas in one; messages for the same field are kept side by side. */
+function joinErrors(a: Record<string, any>, b: Record<string, any>): Record<string, any> {
+  const out = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = k === '__errors' ? [...(out[k] ?? []), ...v] : out[k] ? joinErrors(out[k], v) : v;
+  return out;
+}
+
+/** Turns an API error into field errors (a 422 naming fields: each of them) or a message for the whole form. */
 export function apiErrors(error: unknown, strip = ''): { extra?: ErrorSchema; message?: string } {
-  if (error instanceof ApiError && error.status === 422 && error.field) return { extra: errorAt(error.field, `${error.field.split('.').pop()} ${error.why}`, strip), message: `${error.field.replace(strip, '')} ${error.why}` };
-  return {};
+  if (!(error instanceof ApiError) || error.status !== 422 || !error.problems.length) return {};
+  const extra = error.problems.reduce<Record<string, any>>((all, p) => joinErrors(all, errorAt(p.field, `${p.field.split('.').pop()} ${p.problem}`, strip)), {});
+  return { extra: extra as ErrorSchema, message: error.problems.map((p) => `${p.field.replace(strip, '')} ${p.problem}`).join('; ') };
 }
 
 /** `b` laid over `a`, object by object. */

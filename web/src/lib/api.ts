@@ -4,6 +4,12 @@
  * the token expired: the call waits for the user to log in again (the page
  * stays as it is) and is then sent once more.
  */
+/** One problem of a refused request: the field it names (`spec.temperature`, `examples[0]`) and why. */
+export interface Problem {
+  field: string;
+  problem: string;
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -11,6 +17,8 @@ export class ApiError extends Error {
     /** The field a 422 `ERR - <field> <why>` names. */
     readonly field?: string,
     readonly why?: string,
+    /** Every problem a 422 names: the `errors` of a JSON body, or the one of `ERR - <field> <why>`. */
+    readonly problems: Problem[] = field ? [{ field, problem: why ?? '' }] : [],
   ) {
     super(message);
   }
@@ -42,6 +50,27 @@ export interface Answer<T> {
   headers: Headers;
 }
 
+/**
+ * An error body: plain text (the message itself), or, where a validation found
+ * several problems at once, JSON `{message, errors: [{field, problem}]}`.
+ */
+export function errorOf(status: number, statusText: string, type: string, text: string): ApiError {
+  let message = text.trim();
+  let problems: Problem[] | undefined;
+  if (type.includes('application/json')) {
+    try {
+      const body = JSON.parse(text) as { message?: unknown; errors?: unknown };
+      if (typeof body?.message === 'string') message = body.message;
+      if (Array.isArray(body?.errors)) problems = body.errors.filter((e): e is Problem => typeof e?.field === 'string' && typeof e?.problem === 'string');
+    } catch {
+      // Not JSON after all: the text is the message.
+    }
+  }
+  message ||= statusText || `HTTP ${status}`;
+  const { field, why } = status === 422 ? parseValidation(message) : {};
+  return new ApiError(status, message, field, why, problems?.length ? problems : undefined);
+}
+
 /** Splits `ERR - <field> <why>` into its parts. */
 export function parseValidation(message: string): { field?: string; why?: string } {
   const m = /^ERR - (\S+) ([\s\S]*)$/.exec(message);
@@ -70,11 +99,7 @@ export async function call<T = unknown>(method: string, path: string, options: C
   if (res.status === 401 && token && !options.anonymous) res = await send(await hooks.relogin());
   const type = res.headers.get('content-type') ?? '';
   const text = res.status === 204 ? '' : await res.text();
-  if (!res.ok) {
-    const message = text.trim() || res.statusText || `HTTP ${res.status}`;
-    const { field, why } = res.status === 422 ? parseValidation(message) : {};
-    throw new ApiError(res.status, message, field, why);
-  }
+  if (!res.ok) throw errorOf(res.status, res.statusText, type, text);
   const body = (type.includes('application/json') && text ? JSON.parse(text) : text || undefined) as T;
   return { status: res.status, body, headers: res.headers };
 }
@@ -118,6 +143,6 @@ export async function getBlob(path: string, token: string | null = hooks.token()
     throw new ApiError(0, 'The platform cannot be reached.');
   });
   if (res.status === 401 && token) res = await fetch(path, { headers: { authorization: `Bearer ${await hooks.relogin()}` } });
-  if (!res.ok) throw new ApiError(res.status, (await res.text()) || res.statusText);
+  if (!res.ok) throw errorOf(res.status, res.statusText, res.headers.get('content-type') ?? '', await res.text());
   return res.blob();
 }

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useSyncExternalStore } from 'react';
 import { ApiError, describe, get } from './api';
 import { want } from './live';
+import { session } from './session';
 
 export type Device = Record<string, unknown> & { _id: string; name: string; reportedAt?: string; updatedAt?: string };
 
@@ -22,6 +23,8 @@ const states = new Map<string, DeviceState>();
 const listeners = new Map<string, Set<() => void>>();
 const changeListeners = new Set<(c: Change) => void>();
 const inflight = new Map<string, Promise<void>>();
+/** Moves on at each log out: a read sent for the user who left is not kept. */
+let generation = 0;
 
 const notify = (id: string) => {
   for (const l of listeners.get(id) ?? []) l();
@@ -38,20 +41,40 @@ const stamp = (d: Device) => Date.parse(String(d.updatedAt ?? '')) || 0;
 export function load(id: string, fresh = false): Promise<void> {
   let p = inflight.get(id);
   if (p) return fresh ? p.then(() => load(id)) : p;
+  const sentIn = generation;
   p = get<Device>(`/api/iotnodes/${encodeURIComponent(id)}`)
     .then(
       (device) => {
+        if (sentIn !== generation) return;
         // A read that was sent before a live change arrived must not undo it.
         const current = states.get(id);
         if (current?.status === 'ok' && stamp(current.device) > stamp(device)) return;
         put(id, { status: 'ok', device });
       },
-      (error) => put(id, error instanceof ApiError && error.status === 404 ? { status: 'noaccess' } : { status: 'error', message: describe(error, 'Reading the device') }),
+      (error) => {
+        if (sentIn === generation) put(id, error instanceof ApiError && error.status === 404 ? { status: 'noaccess' } : { status: 'error', message: describe(error, 'Reading the device') });
+      },
     )
-    .finally(() => inflight.delete(id));
+    .finally(() => {
+      if (inflight.get(id) === p) inflight.delete(id);
+    });
   inflight.set(id, p);
   return p;
 }
+
+/**
+ * What the cache holds was read with the token of the user who logged out: it
+ * is dropped, so a next user in this tab reads every device again with their
+ * own (and sees "no access" where they have none).
+ */
+export function forgetDevices(): void {
+  generation++;
+  states.clear();
+  inflight.clear();
+}
+session.subscribe(() => {
+  if (!session.get()) forgetDevices();
+});
 
 /** Reloads every device in the cache (after the live connection was down). */
 export const reloadAll = () => Promise.all([...states.keys()].map((id) => load(id, true)));

@@ -130,12 +130,14 @@ function connect(): Promise<void> {
   return connecting;
 }
 
-/** Ends the live connection (log out). */
+/** Ends the live connection and forgets what it held (log out): the next user starts from nothing. */
 export function stopLive(): void {
   client?.end(true);
   client = null;
   wanted.clear();
   pending.clear();
+  seen.length = 0;
+  seenSet.clear();
   liveStatus.set({ state: 'off' });
 }
 

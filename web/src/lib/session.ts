@@ -100,6 +100,12 @@ export async function logIn(username: string, password: string): Promise<Session
   return next;
 }
 
+/**
+ * Ends the session in this tab, and through the stored token in every other
+ * tab of the panel. What the page holds in memory for the user (the device
+ * cache, the live connection and the events it saw) is dropped as the session
+ * goes, so a next user in this tab reads everything afresh with their own token.
+ */
 export function logOut(): void {
   localStorage.removeItem(KEY);
   if (waiting) {
@@ -109,6 +115,32 @@ export function logOut(): void {
   }
   session.set(null);
 }
+
+/**
+ * Another tab of the panel changed the stored token. Removed: that tab logged
+ * out, and so does this one. Another user's: what this tab holds belonged to
+ * the previous user, so it starts again as the new one. The same user's new
+ * token (a login over an expired one): this tab takes it, and a call waiting
+ * for a login here goes on with it.
+ */
+function onStoredToken(token: string | null): void {
+  const current = session.get();
+  if (!current) return;
+  if (!token) return logOut();
+  if (token === current.token) return;
+  if (subjectOf(token) !== current.user.id) return location.reload();
+  session.set({ ...current, token });
+  if (waiting) {
+    const w = waiting;
+    waiting = null;
+    expired.set(false);
+    w.resolve(token);
+  }
+}
+window.addEventListener('storage', (e) => {
+  // A null key: the whole storage was cleared.
+  if (e.storageArea === localStorage && (e.key === KEY || e.key === null)) onStoredToken(localStorage.getItem(KEY));
+});
 
 /**
  * A stored token is used at once, before its user and roles are read: the

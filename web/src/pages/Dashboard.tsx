@@ -2,7 +2,7 @@ import { lazy, memo, Suspense, useCallback, useEffect, useMemo, useRef, useState
 import { useNavigate, useParams, useSearchParams } from 'react-router';
 import ReactGridLayout, { useContainerWidth, verticalCompactor, type Layout } from 'react-grid-layout';
 import 'react-grid-layout/css/styles.css';
-import { api, ApiError, describe, get } from '../lib/api';
+import { api, ApiError, call, describe, get } from '../lib/api';
 import { can } from '../lib/session';
 import { gridSizes, openapi, type GridSize } from '../lib/openapi';
 import { toBase64 } from '../lib/format';
@@ -10,7 +10,7 @@ import { Boundary, ErrorText, Loading, Modal } from '../components/ui';
 import { ReadyContext, WidgetIdProvider } from '../widgets/common';
 import { TEMPLATE_LABELS, WIDGETS } from '../widgets';
 import { useMedia } from '../lib/media';
-import { takeEarly } from '../lib/early';
+import { takeEarly, type EarlyRead } from '../lib/early';
 import { deviceIdsIn, prefetch } from '../lib/devices';
 
 const WidgetForm = lazy(() => import('../forms/WidgetForm'));
@@ -60,10 +60,24 @@ export default function DashboardPage() {
   const canEdit = writable && can('dashboard', 'PATCH');
   const editing = canEdit && params.get('edit') === '1' && !phone;
 
+  /**
+   * The revision the dashboard on show was read at, or the last write of this page left (its `ETag`). The page's
+   * changes are sent with it as `If-Match`, so one made over a version someone else has since changed is refused
+   * (412) instead of overwriting theirs.
+   */
+  const etag = useRef<string | null>(null);
+  /** The page's PATCHes, one after another: each is sent with the revision the one before it left. */
+  const patches = useRef<Promise<unknown>>(Promise.resolve());
+
   const load = useCallback(async () => {
     try {
-      const early = takeEarly(id) as Promise<Dashboard> | null;
-      const d = (early && (await early.catch(() => null))) || (await get<Dashboard>(`/api/dashboards/${encodeURIComponent(id)}`));
+      let read: EarlyRead | null = (await takeEarly(id)?.catch(() => null)) ?? null;
+      if (!read) {
+        const r = await call<Dashboard>('GET', `/api/dashboards/${encodeURIComponent(id)}`);
+        read = { body: r.body, etag: r.headers.get('etag') };
+      }
+      const d = read.body as Dashboard;
+      etag.current = read.etag;
       performance.mark('dashboard-data');
       prefetch(deviceIdsIn(d.widgets.map((w) => w.settings)));
       setDash(d);
@@ -89,15 +103,36 @@ export default function DashboardPage() {
     if (editing && !sizes) openapi().then((d) => setSizes(gridSizes(d)), (e) => setError(describe(e, 'Reading the widget sizes')));
   }, [editing, sizes]);
 
+  /** `PATCH` of the dashboard against the revision on show; the answer's `ETag` is the one the next change is made against. */
+  const patch = (body: unknown): Promise<unknown> => {
+    const run = patches.current.then(async () => {
+      const r = await call('PATCH', `/api/dashboards/${encodeURIComponent(id)}`, { body, headers: etag.current ? { 'if-match': etag.current } : {} });
+      // A change that changed nothing leaves the revision, and answers without an ETag.
+      etag.current = r.headers.get('etag') ?? etag.current;
+      return r.body;
+    });
+    patches.current = run.catch(() => undefined);
+    return run;
+  };
+
+  /** Someone else changed the dashboard since it was read: it is read again, and the user is told. */
+  const conflicted = async () => {
+    setDialog(null);
+    setNotice('Someone else changed this dashboard in the meantime, so your change was not saved. The dashboard was read again with their change: make yours once more.');
+    await load();
+  };
+
   /** Runs a dashboard write; a dashboard deleted meanwhile, or a layout changed by someone else, is said in words. */
   const act = async (what: string, fn: () => Promise<unknown>, reload = true) => {
     setError(null);
+    setNotice(null);
     try {
       await fn();
       if (reload) await load();
       return true;
     } catch (e) {
       if (e instanceof ApiError && e.status === 404 && /dashboard/i.test(e.message + what)) setGone(true);
+      else if (e instanceof ApiError && e.status === 412) await conflicted();
       else if (e instanceof ApiError && e.status === 422 && e.message.includes('All existing widgets must be provided')) {
         setNotice('Someone added or removed widgets meanwhile; the dashboard was read again. Make your change once more.');
         await load();
@@ -119,7 +154,7 @@ export default function DashboardPage() {
     });
     if (!changed) return;
     setDash({ ...dash, widgets: dash.widgets.map((w, i) => ({ ...w, ...widgets[i]! })) });
-    void act('Saving the layout', () => api('PATCH', `/api/dashboards/${id}`, { body: { widgets } }), false);
+    void act('Saving the layout', () => patch({ widgets }), false);
   };
 
   // Widgets report when they show their first data; the page then marks itself ready (tests and the benchmark wait on it).
@@ -248,7 +283,7 @@ export default function DashboardPage() {
       <Suspense fallback={null}>
         {dialog?.kind === 'add' && <WidgetForm dashboardId={id} onClose={() => setDialog(null)} onSaved={() => (setDialog(null), void load())} onGone={() => setGone(true)} />}
         {dialog?.kind === 'edit' && <WidgetForm dashboardId={id} widget={dialog.widget} onClose={() => setDialog(null)} onSaved={() => (setDialog(null), void load())} onGone={() => setGone(true)} />}
-        {dialog?.kind === 'header' && <HeaderForm dashboard={dash} onClose={() => setDialog(null)} onSaved={() => (setDialog(null), void load())} onGone={() => setGone(true)} />}
+        {dialog?.kind === 'header' && <HeaderForm dashboard={dash} patch={patch} onClose={() => setDialog(null)} onSaved={() => (setDialog(null), setNotice(null), void load())} onGone={() => setGone(true)} onConflict={() => void conflicted()} />}
         {dialog?.kind === 'share' && <ShareDialog resourceId={id} resourceType="dashboard" name={dash.name} onClose={() => setDialog(null)} />}
       </Suspense>
       {dialog?.kind === 'export' && <ExportDialog id={id} onClose={() => setDialog(null)} />}

@@ -79,6 +79,9 @@ function UsedBy({ id, onDeleted }: { id: string; onDeleted: () => void }) {
   );
 }
 
+/** The request fields the upload form has an input for (`match` is the device model name's). */
+const FORM_FIELDS = new Set(['name', 'version', 'match', 'description', 'spec', 'code']);
+
 function Upload({ onUploaded }: { onUploaded: () => void }) {
   const [form, setForm] = useState({ name: '', version: '1.0.0', description: '', deviceModelName: '', spec: EXAMPLE_SPEC, code: EXAMPLE_CODE });
   const [errors, setErrors] = useState<Record<string, string>>({});
@@ -113,13 +116,24 @@ function Upload({ onUploaded }: { onUploaded: () => void }) {
       setDone(`Uploaded ${t.name} ${t.version}.`);
       onUploaded();
     } catch (err) {
-      if (err instanceof ApiError && err.field) setErrors({ [err.field.split('.')[0]!]: `${err.field} ${err.why}` });
-      else setError(describe(err, 'Uploading'));
+      // Each problem beside the field of the form it names (`spec.temperature` beside the spec); the rest above the button.
+      const problems = err instanceof ApiError && err.status === 422 ? err.problems : [];
+      if (!problems.length) return setError(describe(err, 'Uploading'));
+      const byField: Record<string, string> = {};
+      const elsewhere: string[] = [];
+      for (const p of problems) {
+        const key = p.field.split(/[.[]/)[0]!;
+        const text = `${p.field} ${p.problem}`;
+        if (FORM_FIELDS.has(key)) byField[key] = byField[key] ? `${byField[key]}; ${text}` : text;
+        else elsewhere.push(text);
+      }
+      setErrors(byField);
+      if (elsewhere.length) setError(elsewhere.join('; '));
     }
   };
   const input = (k: keyof typeof form, label: string, hint?: string) => (
     <Field label={label} error={errors[k === 'deviceModelName' ? 'match' : k]} hint={hint}>
-      {(id, d) => <input id={id} value={form[k]} onChange={set(k)} aria-describedby={d} aria-invalid={!!errors[k]} />}
+      {(id, d) => <input id={id} value={form[k]} onChange={set(k)} aria-describedby={d} aria-invalid={!!errors[k === 'deviceModelName' ? 'match' : k]} />}
     </Field>
   );
   return (

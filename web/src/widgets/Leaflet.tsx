@@ -42,8 +42,19 @@ export function lngLatOf(v: unknown): [number, number] | null {
   return Array.isArray(c) && c.length === 2 && typeof c[0] === 'number' && typeof c[1] === 'number' ? [c[0], c[1]] : null;
 }
 
+/**
+ * Leaflet sets a string given as a tooltip, popup or icon content as HTML; a
+ * label (a device name, a widget's alias) is anyone's text, so it goes in as
+ * a node holding it as text.
+ */
+export function textNode(text: string): HTMLElement {
+  const span = document.createElement('span');
+  span.textContent = text;
+  return span;
+}
+
 export const deviceMarker = (lng: number, lat: number, label: string, color = '#1f6feb') =>
-  L.circleMarker([lat, lng], { radius: 7, color: '#fff', weight: 2, fillColor: color, fillOpacity: 1 }).bindTooltip(label, { permanent: false });
+  L.circleMarker([lat, lng], { radius: 7, color: '#fff', weight: 2, fillColor: color, fillOpacity: 1 }).bindTooltip(textNode(label), { permanent: false });
 
 export interface Fence {
   _id: string;
