@@ -416,17 +416,22 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       const secret = password.toString('utf8');
       if (isUuid(username)) {
         // A user: the password is an access token for that very user.
-        if (verifyToken(jwtSecret, secret) !== username) {
+        const claims = verifyToken(jwtSecret, secret);
+        if (!claims || claims.userId !== username) {
           log.warn({ userId: username, remote: remoteOf(client) }, 'MQTT login refused: invalid or expired access token');
           return callback(authError('Not authorized', 5), false);
         }
         db.selectFrom('users')
-          .select(['id', 'profile'])
+          .select(['id', 'profile', 'token_version'])
           .where('id', '=', username)
           .executeTakeFirst()
           .then((user) => {
             if (!user || !user.profile.enabled) {
               log.warn({ userId: username }, 'MQTT login refused: user missing or disabled');
+              return callback(authError('Not authorized', 5), false);
+            }
+            if (user.token_version !== claims.version) {
+              log.warn({ userId: username }, 'MQTT login refused: access token issued before the user\'s latest password change or reset');
               return callback(authError('Not authorized', 5), false);
             }
             sessions.set(client, { kind: 'user', id: username, clientId: client.id, connection: connectionId() });

@@ -18,15 +18,19 @@ export function authRoutes(deps: Deps): Router {
     const { username, password } = req.body as { username: string; password: string };
     const user = await deps.db
       .selectFrom('users')
-      .select(['id', 'profile', 'password_hash'])
+      .select(['id', 'profile', 'password_hash', 'token_version'])
       .where('username_key', '=', usernameKey(username))
       .executeTakeFirst();
     const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
     if (!user || !ok || !user.profile.enabled) throw new UnauthorizedError('Invalid username or password');
-    res.json({ token: issueToken(deps.jwtSecret, user.id, deps.config.tokenTtlSeconds) });
+    res.json({ token: issueToken(deps.jwtSecret, user.id, deps.config.tokenTtlSeconds, user.token_version) });
   });
 
-  /** The caller sets their own password; this clears UPDATE_PASSWORD. */
+  /**
+   * The caller sets their own password; this clears UPDATE_PASSWORD. Every
+   * token issued before stops working (the token version moves on), the
+   * caller's included: the answer carries a fresh one, of the new version.
+   */
   router.put('/api/auth/password', async (req, res) => {
     const principal = principalOf(req);
     const { currentPassword, newPassword } = req.body as { currentPassword: string; newPassword: string };
@@ -34,8 +38,9 @@ export function authRoutes(deps: Deps): Router {
     if (!(await verifyPassword(currentPassword, user.password_hash))) throw ValidationError.field('currentPassword', 'is not correct');
     const context = requestContext(deps, req);
     const passwordHash = await hashPassword(newPassword);
-    await write(deps, context, userStream(principal.id), userDecider, { type: 'ChangePassword', id: principal.id, passwordHash, at: context.now });
-    res.status(204).end();
+    const { state } = await write(deps, context, userStream(principal.id), userDecider, { type: 'ChangePassword', id: principal.id, passwordHash, at: context.now });
+    if (state.status !== 'active') throw new UnauthorizedError();
+    res.json({ token: issueToken(deps.jwtSecret, principal.id, deps.config.tokenTtlSeconds, state.tokenVersion) });
   });
 
   return router;
