@@ -54,7 +54,8 @@ export interface paths {
      * Set one's own password
      * @description Needs the current password; clears `UPDATE_PASSWORD` from `requiredActions`. A new password has at least 8
      * characters. A wrong current password is 422. Every access token issued before the change stops working, the
-     * one of this call included: the answer carries a fresh token to go on with.
+     * one of this call included, and the user's MQTT connections are closed: the answer carries a fresh token to go on
+     * with.
      */
     put: {
       requestBody: {
@@ -142,7 +143,7 @@ export interface paths {
     };
     /**
      * Delete a user (oneself, or anyone for an admin); the username becomes free
-     * @description The user's tokens stop working.
+     * @description The user's tokens stop working and their MQTT connections are closed.
      */
     delete: {
       parameters: {
@@ -191,7 +192,7 @@ export interface paths {
   "/api/users/{id}/reset-password": {
     /**
      * Issue a new temporary password (admin)
-     * @description Adds `UPDATE_PASSWORD` to `requiredActions`; the old password stops working, and so do the user's access tokens.
+     * @description Adds `UPDATE_PASSWORD` to `requiredActions`; the old password stops working, and so do the user's access tokens (their MQTT connections are closed).
      */
     post: {
       parameters: {
@@ -2763,7 +2764,8 @@ export interface paths {
   "/api/organizations/{id}/members/{userId}/reset-password": {
     /**
      * Issue a new temporary password to a member (needs admin access on the unit)
-     * @description The old password stops working, and so do the member's access tokens; `UPDATE_PASSWORD` is required again. Unless the caller is a platform admin,
+     * @description The old password stops working, and so do the member's access tokens (their MQTT connections are closed);
+     * `UPDATE_PASSWORD` is required again. Unless the caller is a platform admin,
      * the member must hold no `admin` role and belong to no unit the caller does not administer (403 otherwise).
      * 404 when the user does not belong to the unit. Logged on the unit.
      */
@@ -3454,7 +3456,7 @@ export interface components {
       lastName?: string;
       /** @description E.164 */
       phoneNumber?: string;
-      /** @description false refuses the user's tokens from the next request on; true lets their unexpired tokens work again. */
+      /** @description false refuses the user's tokens from the next request on and closes their MQTT connections; true lets their unexpired tokens work again. */
       enabled?: boolean;
       requiredActions?: string[];
       attributes?: components["schemas"]["UserAttributes"];
