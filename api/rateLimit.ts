@@ -51,9 +51,10 @@ export class RateLimiter {
 export const CLAIMS_PER_MINUTE = 10;
 
 /**
- * Failed logins a minute per username and per client address. Only failures
- * count, so a user who types the password right is never held up by someone
- * else's guesses at another name; past either limit a login answers 429
- * before the password is hashed, so guessing costs the platform no scrypt.
+ * Failed logins a minute per username from one client address, and per
+ * client address. Only failures count, and a username's count is kept per
+ * address, so nobody's guesses from elsewhere lock its owner out; past either
+ * limit a login answers 429 before the password is hashed, so guessing costs
+ * the platform no scrypt.
  */
 export const FAILED_LOGINS_PER_MINUTE = { username: 10, address: 30 };

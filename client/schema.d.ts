@@ -32,8 +32,8 @@ export interface paths {
   "/api/auth/local": {
     /**
      * Log in
-     * @description Failed logins are limited to 10 a minute per username and 30 a minute per client address; past either, the
-     * login answers 429 with `Retry-After`, before the password is checked.
+     * @description Failed logins are limited to 10 a minute per username from one client address and 30 a minute per client
+     * address; past either, the login answers 429 with `Retry-After`, before the password is checked.
      */
     post: {
       requestBody: {
@@ -57,7 +57,10 @@ export interface paths {
   "/api/auth/password": {
     /**
      * Set one's own password
-     * @description Needs the current password; clears `UPDATE_PASSWORD` from `requiredActions`. A new password has at least 8 characters. A wrong current password is 422.
+     * @description Needs the current password; clears `UPDATE_PASSWORD` from `requiredActions`. A new password has at least 8
+     * characters. A wrong current password is 422. Every access token issued before the change stops working, the
+     * one of this call included, and the user's MQTT connections are closed: the answer carries a fresh token to go on
+     * with.
      */
     put: {
       requestBody: {
@@ -66,7 +69,12 @@ export interface paths {
         };
       };
       responses: {
-        204: components["responses"]["NoContent"];
+        /** @description The password is set; a fresh token */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Token"];
+          };
+        };
         401: components["responses"]["Error"];
         422: components["responses"]["Error"];
       };
@@ -138,7 +146,10 @@ export interface paths {
         404: components["responses"]["Error"];
       };
     };
-    /** Delete a user (oneself, or anyone for an admin); the username becomes free */
+    /**
+     * Delete a user (oneself, or anyone for an admin); the username becomes free
+     * @description The user's tokens stop working and their MQTT connections are closed.
+     */
     delete: {
       parameters: {
         path: {
@@ -186,7 +197,7 @@ export interface paths {
   "/api/users/{id}/reset-password": {
     /**
      * Issue a new temporary password (admin)
-     * @description Adds `UPDATE_PASSWORD` to `requiredActions`; the old password stops working.
+     * @description Adds `UPDATE_PASSWORD` to `requiredActions`; the old password stops working, and so do the user's access tokens (their MQTT connections are closed).
      */
     post: {
       parameters: {
@@ -2785,7 +2796,8 @@ export interface paths {
   "/api/organizations/{id}/members/{userId}/reset-password": {
     /**
      * Issue a new temporary password to a member (needs admin access on the unit)
-     * @description The old password stops working and `UPDATE_PASSWORD` is required again. Unless the caller is a platform admin,
+     * @description The old password stops working, and so do the member's access tokens (their MQTT connections are closed);
+     * `UPDATE_PASSWORD` is required again. Unless the caller is a platform admin,
      * the member must hold no `admin` role and belong to no unit the caller does not administer (403 otherwise).
      * 404 when the user does not belong to the unit. Logged on the unit.
      */
@@ -3423,7 +3435,7 @@ export interface components {
       password: string;
     };
     Token: {
-      /** @description An HS256 JWT; valid for TOKEN_TTL_SECONDS (default 3600 s). */
+      /** @description An HS256 JWT; valid for TOKEN_TTL_SECONDS (default 3600 s), and only until the user's password is changed or reset. */
       token: string;
     };
     /** @description Ready (200) when the database answers, the event store answers (EventStoreDB is probed; the PostgreSQL store lives in the database) and the projections are running. */
@@ -3476,6 +3488,7 @@ export interface components {
       lastName?: string;
       /** @description E.164 */
       phoneNumber?: string;
+      /** @description false refuses the user's tokens from the next request on and closes their MQTT connections; true lets their unexpired tokens work again. */
       enabled?: boolean;
       requiredActions?: string[];
       attributes?: components["schemas"]["UserAttributes"];

@@ -6,12 +6,15 @@ import type { Readable } from 'node:stream';
 import type { Server as HttpServer } from 'node:http';
 import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
 import { WebSocketServer, createWebSocketStream } from 'ws';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../projections/database.js';
 import { isUuid } from '../domain/shared/ids.js';
 import { verifyPassword } from '../domain/users/password.js';
-import { verifyToken } from '../api/auth/tokens.js';
+import { verifyToken, type TokenClaims } from '../api/auth/tokens.js';
+import { comparePositions } from '../domain/shared/events.js';
+import type { Profile } from '../domain/users/user.js';
+import { READ_MODELS } from '../projections/runner.js';
 import type { Registry, Resolved } from './registry.js';
 import { dedupKey, type IngestPipeline } from './pipeline.js';
 import { MAX_PAYLOAD_BYTES, messageHash, readPayload } from './payload.js';
@@ -264,11 +267,19 @@ export function guardUnsent(stream: NodeJS.WritableStream & { writableLength: nu
 
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest();
 
+/** The longest delay `setTimeout` takes (about 24.8 days); a token may live 30. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * The embedded MQTT broker (aedes 1.x) with the platform's rules:
  * - logins are a credentials set's username and password, a user id with a
  *   valid access token as password, or a client app's id and secret; nothing
  *   else;
+ * - a user's connection lasts as long as its token would be accepted over
+ *   REST: it is closed when the token expires, and when the user is deleted
+ *   or disabled or their password is changed or reset (on every node of a
+ *   cluster, each following the log for itself), as an app's is when it is
+ *   deleted or given a new secret;
  * - a credentials set publishes only on topics reserved to it and below them;
  *   anything else is refused and closes the connection (MQTT 3.1.1 has no
  *   negative PUBACK); `$SYS/` stays refused;
@@ -342,6 +353,83 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       refuseSet(set.id, `MQTT login refused for ${username}: wrong password (from ${remoteOf(client)})`, 'wrong password');
       callback(authError('Bad username or password', 4), false);
     }, client, callback);
+  };
+
+  /** Each user's open connections, with the timer that closes each when its token expires. */
+  const userClients = new Map<string, Map<Client, NodeJS.Timeout | null>>();
+
+  /** Closes a connection; one whose CONNECT is still being answered is closed once it is (aedes would register it after a close). */
+  const shut = (client: Client) => {
+    if (client.closed) return;
+    if (client.connected) client.close();
+    else client.once('connected', () => client.close());
+  };
+
+  const endUserConnection = (client: Client, userId: string, why: string) => {
+    userClients.get(userId)?.delete(client);
+    log.info({ userId, clientId: sessions.get(client)?.clientId ?? client.id, why }, `MQTT connection of a user closed: ${why}`);
+    shut(client);
+  };
+
+  /** Keeps a user's connection to be closed on revocation, and closes it when its token expires. */
+  const trackUser = (client: Client, userId: string, expiresAt: number) => {
+    let mine = userClients.get(userId);
+    if (!mine) userClients.set(userId, (mine = new Map()));
+    const clients = mine;
+    const arm = () => {
+      const left = expiresAt - Date.now();
+      if (left <= 0) return endUserConnection(client, userId, 'its access token expired');
+      const timer = setTimeout(arm, Math.min(left, MAX_TIMER_MS));
+      timer.unref();
+      clients.set(client, timer);
+    };
+    clients.set(client, null);
+    arm();
+    (client.conn as unknown as NodeJS.EventEmitter).once('close', () => {
+      const timer = clients.get(client);
+      if (timer) clearTimeout(timer);
+      clients.delete(client);
+      if (clients.size === 0 && userClients.get(userId) === clients) userClients.delete(userId);
+    });
+  };
+
+  /**
+   * A user's login: the user must exist, be enabled, and be at the token's
+   * version (no password change or reset since it was issued). The user and
+   * the read models' checkpoint are read in one statement; a revocation this
+   * node has seen beyond that checkpoint (it came while the login was being
+   * checked, or the read models have not applied it yet) refuses the login,
+   * and one that comes after the login closes the connection.
+   */
+  const userLogin = (client: Client, userId: string, claims: TokenClaims, callback: (error: AuthenticateError | null, success: boolean | null) => void) => {
+    const refuse = (why: string) => {
+      log.warn({ userId, remote: remoteOf(client) }, `MQTT login refused: ${why}`);
+      callback(authError('Not authorized', 5), false);
+    };
+    // In a cluster this node's registry first catches up with the read models, so every revocation they show is known here.
+    (options.sync ? options.sync() : Promise.resolve())
+      .then(() =>
+        sql<{ profile: Profile | null; token_version: number | null; c: string | null; p: string | null }>`
+          SELECT u.profile, u.token_version, c.commit_position AS c, c.prepare_position AS p
+          FROM (SELECT 1) AS one
+          LEFT JOIN users u ON u.id = ${userId}::uuid
+          LEFT JOIN es.checkpoints c ON c.name = ${READ_MODELS}`.execute(db),
+      )
+      .then(({ rows }) => {
+        const row = rows[0];
+        if (!row?.profile || !row.profile.enabled) return refuse('user missing or disabled');
+        if (row.token_version !== claims.version) return refuse('access token issued before the user\'s latest password change or reset');
+        const revoked = registry.userRevokedAt(userId);
+        const checkpoint = row.c !== null && row.p !== null ? { commit: BigInt(row.c), prepare: BigInt(row.p) } : null;
+        if (revoked && (!checkpoint || comparePositions(revoked, checkpoint) > 0)) return refuse('the user\'s logins were revoked while the login was checked');
+        sessions.set(client, { kind: 'user', id: userId, clientId: client.id, connection: connectionId() });
+        if (!client.closed) trackUser(client, userId, claims.expiresAt);
+        client.id = scopedClientId(userId, client.id);
+        callback(null, true);
+      }, (err) => {
+        log.error({ err }, 'MQTT login failed');
+        callback(authError('Server unavailable', 3), false);
+      });
   };
 
   const refuseTopic = (session: Session, topic: string, callback: (error?: Error | null) => void) => {
@@ -423,27 +511,12 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       const secret = password.toString('utf8');
       if (isUuid(username)) {
         // A user: the password is an access token for that very user.
-        if (verifyToken(jwtSecret, secret) !== username) {
+        const claims = verifyToken(jwtSecret, secret);
+        if (!claims || claims.userId !== username) {
           log.warn({ userId: username, remote: remoteOf(client) }, 'MQTT login refused: invalid or expired access token');
           return callback(authError('Not authorized', 5), false);
         }
-        db.selectFrom('users')
-          .select(['id', 'profile'])
-          .where('id', '=', username)
-          .executeTakeFirst()
-          .then((user) => {
-            if (!user || !user.profile.enabled) {
-              log.warn({ userId: username }, 'MQTT login refused: user missing or disabled');
-              return callback(authError('Not authorized', 5), false);
-            }
-            sessions.set(client, { kind: 'user', id: username, clientId: client.id, connection: connectionId() });
-            client.id = scopedClientId(username, client.id);
-            callback(null, true);
-          }, (err) => {
-            log.error({ err }, 'MQTT login failed');
-            callback(authError('Server unavailable', 3), false);
-          });
-        return;
+        return userLogin(client, username, claims, callback);
       }
       if (options.sync && !registry.app(username) && !registry.credentialsSetByUsername(username)) {
         options.sync().then(
@@ -578,12 +651,23 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
   });
 
   // An app deleted, or given a new secret, loses the connections it opened with the old one.
-  const stopRevoking = registry.onAppRevoked((appId) => {
+  const stopRevokingApps = registry.onAppRevoked((appId) => {
     for (const client of Object.values((aedes as unknown as { clients: Record<string, Client> }).clients)) {
       const session = sessions.get(client);
       if (session?.kind === 'app' && session.id === appId) client.close();
     }
   });
+  // A user deleted or disabled, or whose password changed, loses the connections opened with their tokens.
+  const stopRevokingUsers = registry.onUserRevoked((userId, why) => {
+    const because = { deleted: 'the user was deleted', disabled: 'the user was disabled', 'password changed': 'the user changed their password', 'password reset': 'the user\'s password was reset' }[why];
+    for (const client of [...(userClients.get(userId)?.keys() ?? [])]) endUserConnection(client, userId, because);
+  });
+  const stopRevoking = () => {
+    stopRevokingApps();
+    stopRevokingUsers();
+    for (const clients of userClients.values()) for (const timer of clients.values()) if (timer) clearTimeout(timer);
+    userClients.clear();
+  };
 
   const open = metrics ? { tcp: metrics.connections.labels('tcp'), tls: metrics.connections.labels('tls'), ws: metrics.connections.labels('ws') } : null;
   const counted = (transport: 'tcp' | 'tls' | 'ws', conn: { once(event: 'close', listener: () => void): unknown }) => {

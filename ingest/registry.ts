@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
-import type { RecordedEvent } from '../domain/shared/events.js';
+import type { Position, RecordedEvent } from '../domain/shared/events.js';
+import type { UserEvent } from '../domain/users/user.js';
 import type { Database } from '../projections/database.js';
 import type { Projection } from '../projections/runner.js';
 import type { CredentialsSetEvent } from '../domain/credentials/credentialsSet.js';
@@ -59,6 +60,29 @@ export interface Resolved {
 
 type RegistryEvent = CredentialsSetEvent | ReservedTopicEvent | DeviceEvent | ChannelEvent | DeviceGroupEvent | ConnectorEvent | AppEvent;
 
+/** Why a user's logins were revoked: what their own MQTT connections are closed for. */
+export type UserRevocation = 'deleted' | 'disabled' | 'password changed' | 'password reset';
+
+/** The revocation a user event brings, if any: the user deleted or disabled, or their password changed or reset. */
+export function revocationOf(event: RecordedEvent): UserRevocation | null {
+  const e = event as RecordedEvent & UserEvent;
+  switch (e.type) {
+    case 'UserDeleted':
+      return 'deleted';
+    case 'UserUpdated':
+      return e.data.changes.enabled === false ? 'disabled' : null;
+    case 'PasswordChanged':
+      return 'password changed';
+    case 'PasswordReset':
+      return 'password reset';
+    default:
+      return null;
+  }
+}
+
+/** Users whose latest revocation is remembered at most; past it the memory starts afresh (see `userRevokedAt`). */
+const MAX_USER_REVOCATIONS = 10_000;
+
 const addTo = <K, V>(map: Map<K, Set<V>>, key: K, value: V) => {
   let set = map.get(key);
   if (!set) map.set(key, (set = new Set()));
@@ -98,6 +122,8 @@ export class Registry {
   private bindings = new Map<string, DeviceDoc>();
   private apps = new Map<string, AppInfo>();
   private appRevoked = new Set<(appId: string) => void>();
+  private userRevoked = new Set<(userId: string, why: UserRevocation) => void>();
+  private userRevocations = new Map<string, Position>();
 
   async load(db: Kysely<Database>): Promise<void> {
     for (const r of await db.selectFrom('connectors').select(['id', 'doc', 'secrets', 'created_by']).execute()) {
@@ -143,6 +169,32 @@ export class Registry {
 
   private revokeApp(id: string): void {
     for (const listener of this.appRevoked) listener(id);
+  }
+
+  /**
+   * Called with a user's id once they are deleted or disabled, or their
+   * password is changed or reset: the logins they opened with an access token
+   * issued before are no longer valid.
+   */
+  onUserRevoked(listener: (userId: string, why: UserRevocation) => void): () => void {
+    this.userRevoked.add(listener);
+    return () => this.userRevoked.delete(listener);
+  }
+
+  /**
+   * Where in the log this node last revoked the user's logins (the latest of
+   * the events above it has applied), or undefined. A login checked against
+   * the users read model at a checkpoint before this position read the user
+   * as they were before the revocation, and must not be let in.
+   */
+  userRevokedAt(userId: string): Position | undefined {
+    return this.userRevocations.get(userId);
+  }
+
+  private revokeUser(id: string, why: UserRevocation, position: Position): void {
+    if (this.userRevocations.size >= MAX_USER_REVOCATIONS && !this.userRevocations.has(id)) this.userRevocations.clear();
+    this.userRevocations.set(id, position);
+    for (const listener of this.userRevoked) listener(id, why);
   }
 
   reservedTopic(topic: string): ReservedTopicInfo | undefined {
@@ -270,9 +322,14 @@ export class Registry {
   readonly projection: Projection = {
     name: 'ingest-registry',
     tables: [],
-    // Open logins of an app end once its deletion or new secret is stored, never before.
+    // Open logins of an app end once its deletion or new secret is stored, never before; so do a user's once they are
+    // deleted or disabled or their password changes. On every node of a cluster, each following the log for itself.
     committed: (batch: RecordedEvent[]) => {
-      for (const e of batch) if (e.type === 'AppSecretRotated' || e.type === 'AppDeleted') this.revokeApp((e.data as { id: string }).id);
+      for (const e of batch) {
+        if (e.type === 'AppSecretRotated' || e.type === 'AppDeleted') this.revokeApp((e.data as { id: string }).id);
+        const why = revocationOf(e);
+        if (why) this.revokeUser((e.data as { id: string }).id, why, e.position);
+      }
     },
     apply: async (_tx, batch: RecordedEvent[]) => {
       for (const e of batch as (RecordedEvent & RegistryEvent)[]) {

@@ -19,6 +19,7 @@ import * as deviceSnapshots from './0051_device_snapshots.js';
 import * as analytics from './0052_analytics.js';
 import * as historyPerReport from './0053_history_per_report.js';
 import * as usernameKey from './0054_username_key.js';
+import * as userTokenVersion from './0055_user_token_version.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -45,6 +46,7 @@ export const migrations: Record<string, Migration> = {
   '0052_analytics': analytics,
   '0053_history_per_report': historyPerReport,
   '0054_username_key': usernameKey,
+  '0055_user_token_version': userTokenVersion,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

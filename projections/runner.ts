@@ -67,6 +67,9 @@ export async function closeSwapGate(tx: Transaction<any>): Promise<void> {
 /** How often a node polls the leader's checkpoint while writers wait for it. */
 const POLL_MS = 250;
 
+/** The read models' checkpoint in `es.checkpoints`: the runner's name unless it is given another. */
+export const READ_MODELS = 'read-models';
+
 /**
  * Applies the store's global order, in batches, to every projection in one
  * transaction that also stores the checkpoint (the checkpointed subscriber in
@@ -83,7 +86,7 @@ export class ProjectionRunner {
     private readonly db: Kysely<Database>,
     private readonly projections: Projection[],
     log: Logger,
-    readonly name = 'read-models',
+    readonly name = READ_MODELS,
     private readonly cluster: RunnerCluster | null = null,
   ) {
     this.subscriber = new CheckpointedSubscriber<Database>({

@@ -12,6 +12,8 @@ export interface UsersTable {
   username_key: string;
   profile: Profile;
   password_hash: string;
+  /** The number of the user's password changes and resets; access tokens of another version are refused. */
+  token_version: number;
   /** The stream revision applied last; guards against applying an event twice. */
   revision: number;
   created_at: Date;
@@ -48,6 +50,7 @@ async function applyUserEvent(tx: Transaction<Database>, event: RecordedEvent & 
         username_key: usernameKey(event.data.profile.username),
         profile: JSON.stringify(event.data.profile) as unknown as Profile,
         password_hash: event.data.passwordHash,
+        token_version: 0,
         revision: event.revision,
         created_at: at,
         updated_at: at,
@@ -62,7 +65,7 @@ async function applyUserEvent(tx: Transaction<Database>, event: RecordedEvent & 
     await tx.deleteFrom('users').where('id', '=', id).execute();
     return;
   }
-  const before: UserState = { status: 'active', id, profile: row.profile, passwordHash: row.password_hash };
+  const before: UserState = { status: 'active', id, profile: row.profile, passwordHash: row.password_hash, tokenVersion: row.token_version };
   const after = userDecider.evolve(before, event);
   if (after.status !== 'active') return;
   await tx
@@ -70,6 +73,7 @@ async function applyUserEvent(tx: Transaction<Database>, event: RecordedEvent & 
     .set({
       profile: JSON.stringify(after.profile) as unknown as Profile,
       password_hash: after.passwordHash,
+      token_version: after.tokenVersion,
       revision: event.revision,
       updated_at: at,
     })

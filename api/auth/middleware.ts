@@ -9,16 +9,20 @@ import { loadCustomRoles } from '../../projections/access.js';
 
 export const SELF = 'self';
 
-/** Resolves `Authorization: Bearer <token>` to a principal; 401 for a missing, invalid or expired token, or a user who is gone or disabled. */
+/**
+ * Resolves `Authorization: Bearer <token>` to a principal; 401 for a missing,
+ * invalid or expired token, a user who is gone or disabled, or a token issued
+ * before the user's latest password change or reset.
+ */
 export function authenticate(deps: Deps): RequestHandler {
   return async (req, _res, next) => {
     const header = req.headers.authorization ?? '';
     const match = /^Bearer\s+(\S+)$/i.exec(header);
-    const userId = match ? verifyToken(deps.jwtSecret, match[1]!) : null;
-    if (!userId || !isUuid(userId)) return next(new UnauthorizedError());
+    const claims = match ? verifyToken(deps.jwtSecret, match[1]!) : null;
+    if (!claims || !isUuid(claims.userId)) return next(new UnauthorizedError());
     // In a cluster, what another node has answered (a user disabled, a device bound) is in this node's caches before they are read.
     await deps.projections.sync(deps.config.projectionWaitMs);
-    const principal = await deps.principals.get(userId);
+    const principal = await deps.principals.forToken(claims.userId, claims.version);
     if (!principal) return next(new UnauthorizedError());
     req.principal = principal;
     next();

@@ -15,29 +15,35 @@ const DUMMY_HASH = 'scrypt$00000000000000000000000000000000$00000000000000000000
 export function authRoutes(deps: Deps): Router {
   const router = Router();
 
-  const failedByName = new RateLimiter('failed logins for this username', FAILED_LOGINS_PER_MINUTE.username);
+  const failedByName = new RateLimiter('failed logins for this username from this address', FAILED_LOGINS_PER_MINUTE.username);
   const failedByAddress = new RateLimiter('failed logins from this address', FAILED_LOGINS_PER_MINUTE.address);
   router.post('/api/auth/local', async (req, res) => {
     const { username, password } = req.body as { username: string; password: string };
     const name = usernameKey(username);
     const address = req.socket.remoteAddress ?? 'unknown';
-    failedByName.check(name);
+    // A username's failures count per address, so guesses from elsewhere never lock its owner out.
+    const attempt = `${name}\u0000${address}`;
+    failedByName.check(attempt);
     failedByAddress.check(address);
     const user = await deps.db
       .selectFrom('users')
-      .select(['id', 'profile', 'password_hash'])
+      .select(['id', 'profile', 'password_hash', 'token_version'])
       .where('username_key', '=', name)
       .executeTakeFirst();
     const ok = await verifyPassword(password, user?.password_hash ?? DUMMY_HASH);
     if (!user || !ok || !user.profile.enabled) {
-      failedByName.spend(name);
+      failedByName.spend(attempt);
       failedByAddress.spend(address);
       throw new UnauthorizedError('Invalid username or password');
     }
-    res.json({ token: issueToken(deps.jwtSecret, user.id, deps.config.tokenTtlSeconds) });
+    res.json({ token: issueToken(deps.jwtSecret, user.id, deps.config.tokenTtlSeconds, user.token_version) });
   });
 
-  /** The caller sets their own password; this clears UPDATE_PASSWORD. */
+  /**
+   * The caller sets their own password; this clears UPDATE_PASSWORD. Every
+   * token issued before stops working (the token version moves on), the
+   * caller's included: the answer carries a fresh one, of the new version.
+   */
   router.put('/api/auth/password', async (req, res) => {
     const principal = principalOf(req);
     const { currentPassword, newPassword } = req.body as { currentPassword: string; newPassword: string };
@@ -45,8 +51,9 @@ export function authRoutes(deps: Deps): Router {
     if (!(await verifyPassword(currentPassword, user.password_hash))) throw ValidationError.field('currentPassword', 'is not correct');
     const context = requestContext(deps, req);
     const passwordHash = await hashPassword(newPassword);
-    await write(deps, context, userStream(principal.id), userDecider, { type: 'ChangePassword', id: principal.id, passwordHash, at: context.now });
-    res.status(204).end();
+    const { state } = await write(deps, context, userStream(principal.id), userDecider, { type: 'ChangePassword', id: principal.id, passwordHash, at: context.now });
+    if (state.status !== 'active') throw new UnauthorizedError();
+    res.json({ token: issueToken(deps.jwtSecret, principal.id, deps.config.tokenTtlSeconds, state.tokenVersion) });
   });
 
   return router;

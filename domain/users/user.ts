@@ -53,9 +53,15 @@ export type UserCommand =
   | { type: 'LeaveOrganization'; id: string; organization: Unit; at: string }
   | { type: 'DeleteUser'; id: string; at: string };
 
+/**
+ * `tokenVersion` counts the user's password changes and resets: an access
+ * token carries the version it was issued under, and only a token of the
+ * current version is accepted, so every token issued before a password
+ * change or reset stops working with it.
+ */
 export type UserState =
   | { status: 'none' }
-  | { status: 'active'; id: string; profile: Profile; passwordHash: string }
+  | { status: 'active'; id: string; profile: Profile; passwordHash: string; tokenVersion: number }
   | { status: 'deleted' };
 
 export const userStream = (id: string) => `user-${id}`;
@@ -103,7 +109,7 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
   evolve(state, event) {
     switch (event.type) {
       case 'UserCreated':
-        return { status: 'active', id: event.data.id, profile: event.data.profile, passwordHash: event.data.passwordHash };
+        return { status: 'active', id: event.data.id, profile: event.data.profile, passwordHash: event.data.passwordHash, tokenVersion: 0 };
       case 'UserUpdated':
         return state.status === 'active' ? { ...state, profile: applyChanges(state.profile, event.data.changes) } : state;
       case 'PasswordChanged':
@@ -111,6 +117,7 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
           ? {
               ...state,
               passwordHash: event.data.passwordHash,
+              tokenVersion: state.tokenVersion + 1,
               profile: { ...state.profile, requiredActions: state.profile.requiredActions.filter((a) => a !== UPDATE_PASSWORD) },
             }
           : state;
@@ -119,6 +126,7 @@ export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
           ? {
               ...state,
               passwordHash: event.data.passwordHash,
+              tokenVersion: state.tokenVersion + 1,
               profile: withAction(state.profile, UPDATE_PASSWORD),
             }
           : state;

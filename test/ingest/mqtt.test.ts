@@ -233,6 +233,17 @@ broker('when a user logs in with a valid token, then it connects; with an expire
   assert.is(refusals.length, 2);
 });
 
+broker('when a user\'s password has changed, then a token issued before is refused at login and the token the change answered connects', async ({ t }) => {
+  const user = await givenUser(t, 'changed-consumer');
+  const res = await t.call('PUT', '/api/auth/password', { token: user.token, body: { currentPassword: user.password, newPassword: 'changed-consumer-1' } });
+  assert.is(res.status, 200, res.text);
+  const old = await connectMqtt(t, user.id, user.token).then((c) => (c.end(true), null), (e: Error) => e);
+  assert.match(String(old?.message), /Not authorized/i, 'the token issued before the change is refused');
+  assert.ok(t.logs.some((l) => l.msg === 'MQTT login refused: access token issued before the user\'s latest password change or reset' && l.userId === user.id));
+  const fresh = await connectMqtt(t, user.id, res.body.token);
+  await fresh.endAsync();
+});
+
 broker('when a provider publishes on a topic not reserved to it, then the connection is closed, nothing is stored, and it is logged', async ({ t, p, other }) => {
   for (const topic of [`${ROOT}/others`, 'svc/generic/v2/unreserved', `${ROOT}`, '$SYS/x', `${GATEWAY}//x`, `${GATEWAY}/`]) {
     const c = await connectMqtt(t, p.username, p.password);

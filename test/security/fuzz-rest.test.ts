@@ -705,10 +705,12 @@ async function restoreCallers(w: World): Promise<void> {
       const res = await t.call('PATCH', `/api/users/${who.id}`, { body: { enabled: true, attributes: { roles: who.roles } } });
       assert.is(res.status, 200, res.text);
     }
+    // A password change or reset ended the caller's token: a new one, with the password it has now.
+    if ((await t.call('GET', `/api/users/${who.id}`, { token: who.token })).status === 401) who.token = await t.login(who.username, who.password);
   }
 }
 
-const TOUCHES_CALLERS = /^\/api\/(users|roles|auth)/;
+const TOUCHES_CALLERS = /^\/api\/(users|roles|auth)|\/reset-password$/;
 
 async function check(w: World, op: Op, req: Req): Promise<void> {
   const logsBefore = w.t.logs.length;
@@ -728,7 +730,15 @@ async function check(w: World, op: Op, req: Req): Promise<void> {
   }
   const errors = w.t.logs.slice(logsBefore).filter((l) => Number(l.level) >= 50);
   assert.equal(errors.map((l) => `${l.msg}: ${JSON.stringify((l.err as { message?: string } | undefined)?.message ?? '').slice(0, 300)}`), [], `answered ${res.status}, and the platform logged an error`);
-  if (res.status < 300 && op.template === '/api/auth/password' && req.body.kind === 'json') w.callers[req.caller].password = (req.body.value as { newPassword: string }).newPassword;
+  if (res.status < 300 && op.template === '/api/auth/password' && req.body.kind === 'json') {
+    // Every token issued before the change stopped working; the answer carries the caller's next one.
+    w.callers[req.caller].password = (req.body.value as { newPassword: string }).newPassword;
+    w.callers[req.caller].token = (JSON.parse(res.text) as { token: string }).token;
+  }
+  if (res.status < 300 && op.template.endsWith('/reset-password')) {
+    const path = req.url.split('?')[0]!.toLowerCase();
+    for (const who of Object.values(w.callers)) if (path.includes(who.id)) who.password = (JSON.parse(res.text) as { temporaryPassword: string }).temporaryPassword;
+  }
   if (res.status < 300 && TOUCHES_CALLERS.test(op.template)) await restoreCallers(w);
 }
 

@@ -85,4 +85,47 @@ tokens('when a user gains or loses a role, then the very next request is checked
   assert.is((await create()).status, 403);
 });
 
+tokens('given a user with tokens, when they change their password, then every token issued before is refused, one issued in the very second of the change too, and the token the answer carries works', async ({ t, secret }) => {
+  const user = await givenUser(t, 'changer');
+  const other = await t.login('changer', user.password);
+  assert.is(await status(t, user.token), 200, 'a request before the change');
+  const res = await t.call('PUT', '/api/auth/password', { token: user.token, body: { currentPassword: user.password, newPassword: 'changers-own-secret' } });
+  assert.is(res.status, 200, res.text);
+  assert.is(await status(t, user.token), 401, 'the token that made the change');
+  assert.is(await status(t, other), 401, 'another token of the user');
+  const fresh = res.body.token as string;
+  assert.is(await status(t, fresh), 200, 'the token the answer carries');
+  // Tokens are told apart by version, not by time: a token of the old version stamped in the very second of the
+  // change (iat has a resolution of one second) is refused; one of the current version is accepted.
+  const { iat, exp } = jwt.decode(fresh) as { iat: number; exp: number };
+  const sameSecond = (ver: number | undefined) => jwt.sign({ iat, exp, ...(ver === undefined ? {} : { ver }) }, secret, { algorithm: 'HS256', subject: user.id, issuer: 'device-platform' });
+  assert.is(await status(t, sameSecond(0)), 401, 'the old version, issued in the second of the change');
+  assert.is(await status(t, sameSecond(undefined)), 401, 'a token without a version counts as the first');
+  assert.is(await status(t, sameSecond(2)), 401, 'a version the user has not reached');
+  assert.is(await status(t, sameSecond(1)), 200, 'the current version');
+  assert.is(await status(t, await t.login('changer', 'changers-own-secret')), 200, 'a login with the new password');
+});
+
+tokens('given a user with a token, when an admin resets their password, then the token is refused and a login with the temporary password works', async ({ t }) => {
+  const user = await givenUser(t, 'reset-by-admin');
+  assert.is(await status(t, user.token), 200);
+  const reset = await t.call('POST', `/api/users/${user.id}/reset-password`);
+  assert.is(reset.status, 200, reset.text);
+  assert.is(await status(t, user.token), 401);
+  assert.is(await status(t, await t.login('reset-by-admin', reset.body.temporaryPassword)), 200);
+});
+
+tokens('given a member with a token, when the admin of their organization unit resets their password, then the token is refused', async ({ t }) => {
+  const unit = await t.call('POST', '/api/organizations', { body: { name: 'Token Unit' } });
+  assert.is(unit.status, 201, unit.text);
+  const created = await t.call('POST', `/api/organizations/${unit.body._id}/members`, { body: { username: 'unit-member' } });
+  assert.is(created.status, 201, created.text);
+  const token = await t.login('unit-member', created.body.temporaryPassword);
+  assert.is(await status(t, token), 200);
+  const reset = await t.call('POST', `/api/organizations/${unit.body._id}/members/${created.body.id}/reset-password`);
+  assert.is(reset.status, 200, reset.text);
+  assert.is(await status(t, token), 401);
+  assert.is(await status(t, await t.login('unit-member', reset.body.temporaryPassword)), 200);
+});
+
 tokens.run();

@@ -171,9 +171,17 @@ export async function restore(): Promise<void> {
   }
 }
 
-export async function refreshUser(): Promise<void> {
+/**
+ * Takes the fresh token the platform answered for the same user (setting one's
+ * password ends every token issued before it): kept for later visits and used
+ * from the next call on, and by the live connection when it reconnects.
+ */
+export async function renewToken(token: string): Promise<void> {
   const s = session.get();
-  if (s) session.set(await load(s.token));
+  if (!s || subjectOf(token) !== s.user.id) return;
+  localStorage.setItem(KEY, token);
+  session.set({ ...s, token });
+  session.set(await load(token));
 }
 
 /** Whether the user's roles allow `method` on `resource` (the API's role check). */

@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from 'react';
 import { api, describe, ApiError } from '../lib/api';
-import { logOut, refreshUser } from '../lib/session';
+import { logOut, renewToken } from '../lib/session';
 import { ErrorText, Field } from '../components/ui';
 
 /** Setting one's own password; forced while `requiredActions` holds `UPDATE_PASSWORD`. */
@@ -17,9 +17,10 @@ export default function PasswordChange({ forced }: { forced?: boolean }) {
     setError(null);
     if (next !== repeat) return setErrors({ repeat: 'The two new passwords differ.' });
     try {
-      await api('PUT', '/api/auth/password', { body: { currentPassword: current, newPassword: next } });
+      // Every token issued before the change stops working: the answer carries a fresh one, used from here on.
+      const { token } = await api<{ token: string }>('PUT', '/api/auth/password', { body: { currentPassword: current, newPassword: next } });
       setDone(true);
-      await refreshUser();
+      await renewToken(token);
     } catch (err) {
       if (err instanceof ApiError && err.field) setErrors({ [err.field]: `${err.field === 'currentPassword' ? 'The current password' : 'The new password'} ${err.why}` });
       else setError(describe(err, 'Changing the password'));
