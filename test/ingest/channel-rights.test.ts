@@ -1,6 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { MqttClient } from 'mqtt';
+import { sql } from 'kysely';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { receiver } from '../support/receiver.js';
 import { givenUser, type GivenUser } from '../users/given.js';
@@ -183,3 +184,47 @@ rights('given Gus\'s mqtt channel on Alice\'s device group, of whose devices Ali
 });
 
 rights.run();
+
+const restart = suite('channel refusals across a restart');
+
+restart('given a channel whose creator is disabled and whose refusal is logged, when the platform restarts and more changes are refused, then nothing more is logged until the creator is enabled again', async () => {
+  const first = await startTestPlatform();
+  const databaseUrl = first.platform.deps.config.databaseUrl;
+  let second: TestPlatform | null = null;
+  const r = await receiver();
+  try {
+    const all = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+    assert.is((await first.call('POST', '/api/roles', { body: { name: 'tenant', permissions: { device: all, channel: all, accessRight: all, log: ['GET'] } } })).status, 201);
+    const alice = await tenant(first, 'alice');
+    const harry = await tenant(first, 'harry');
+    const device = await created(first, alice, '/api/iotnodes', { name: 'alice heater' });
+    await share(first, alice, 'device', device, harry.id, ['read']);
+    const channel = await created(first, harry, '/api/channels', { iotnode: device, http: { url: r.url } });
+    assert.is((await first.call('PATCH', `/api/users/${harry.id}`, { body: { enabled: false } })).status, 200);
+    await update(first, alice, device, { note: 'before the restart' });
+    await eventually(async () => (await channelLog(first, channel)).length === 1, 10_000, 'the entry of the stop');
+    await first.stop();
+
+    second = await startTestPlatform({ databaseUrl });
+    const again = { ...alice, token: await second.login('alice', alice.password) };
+    await update(second, again, device, { note: 'after the restart' });
+    // The channel's own checkpoint passes a change only once it was delivered or dropped: then it was refused while Harry was disabled.
+    await eventually(async () => {
+      const { rows } = await sql<{ passed: boolean }>`SELECT (c.commit_position, c.prepare_position) >= (e.transaction_id::text::numeric, e.global_position) AS passed
+        FROM es.checkpoints c, es.events e
+        WHERE c.name = ${`channels-http:${channel}`} AND e.stream_id = ${`device-${device}`} AND e.data->'set'->>'note' = 'after the restart'`.execute(second!.platform.deps.db);
+      return rows[0]?.passed;
+    }, 10_000, 'the channel past the change after the restart');
+    assert.is((await second.call('PATCH', `/api/users/${harry.id}`, { body: { enabled: true } })).status, 200);
+    await update(second, again, device, { note: 'enabled' });
+    await eventually(async () => r.received.some((x) => x.body.diff?.note === 'enabled'), 10_000, 'the change once enabled');
+    assert.equal(r.received.map((x) => x.body.diff?.note).filter((n) => n !== undefined), ['enabled'], 'nothing while disabled, before or after the restart');
+    const log = await eventually(async () => ((await channelLog(second!, channel)).length >= 2 ? channelLog(second!, channel) : undefined), 5000, 'the entry of the return');
+    assert.equal(log.map((e) => e.data.delivery), ['refused', 'sent'], 'the refusal read back after the restart, not logged again');
+  } finally {
+    await (second ?? first).stop().catch(() => undefined);
+    await r.close();
+  }
+});
+
+restart.run();
