@@ -224,7 +224,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs, cluster: deps.cluster };
     // What a channel's delivery checks: its creator's rights now, after the read models hold the batch's changes of rights.
     const channelDeps = { ...reactorDeps, principals, projections, clock: deps.clock };
-    const calculations = new CalculationReactor({ store, db, log, projections, clock: deps.clock, cluster: deps.cluster, windowReadings: config.calculationWindowReadings });
+    const calculations = new CalculationReactor({ store, db, log, projections, principals, clock: deps.clock, cluster: deps.cluster, windowReadings: config.calculationWindowReadings });
     const reactors = [
       new MqttOutput(channelDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
       new HttpChannels(store, db, ingest.registry, ingest.logs, log, new ChannelAccess(channelDeps), undefined, deps.cluster),
