@@ -45,6 +45,7 @@ import { uplinkRoutes } from './translators/uplinks.js';
 import { GeofenceTracking } from '../reactors/geofences/tracking.js';
 import { MqttOutput } from '../reactors/channels/mqtt.js';
 import { HttpChannels } from '../reactors/channels/http.js';
+import { ChannelAccess } from '../reactors/channels/access.js';
 import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js';
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
@@ -222,10 +223,12 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
 
     // Reactors: side effects driven by committed events, each from its own checkpoint (in a cluster: where it leads).
     const reactorDeps = { store, db, log, registry: ingest.registry, logs: ingest.logs, cluster: deps.cluster, outbound: deps.outbound };
-    const calculations = new CalculationReactor({ store, db, log, projections, clock: deps.clock, cluster: deps.cluster, windowReadings: config.calculationWindowReadings });
+    // What a channel's delivery checks: its creator's rights now, after the read models hold the batch's changes of rights.
+    const channelDeps = { ...reactorDeps, principals, projections, clock: deps.clock };
+    const calculations = new CalculationReactor({ store, db, log, projections, principals, clock: deps.clock, cluster: deps.cluster, windowReadings: config.calculationWindowReadings });
     const reactors = [
-      new MqttOutput(reactorDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
-      new HttpChannels(store, db, ingest.registry, ingest.logs, log, undefined, deps.cluster, deps.outbound),
+      new MqttOutput(channelDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
+      new HttpChannels(store, db, ingest.registry, ingest.logs, log, new ChannelAccess(channelDeps), undefined, deps.cluster, deps.outbound),
       new GeofenceTracking(deps),
       // One connection per connector to an external broker across the cluster: held where command delivery leads,
       // so the node that sends a command holds the connection it leaves through.

@@ -50,6 +50,8 @@ export interface ChannelInfo {
   protocol: Protocol;
   doc: ChannelDoc;
   secrets: ChannelSecrets;
+  /** The user who created it: it exports only what this user may read, checked at each delivery. */
+  createdBy: string;
 }
 
 /** Where a publish lands: the nearest reserved topic at or above it, and the rest of the path below it. */
@@ -140,7 +142,7 @@ export class Registry {
     const { rows } = await sql<{ id: string; secret: string }>`SELECT id, secret FROM devices WHERE secret IS NOT NULL`.execute(db);
     for (const r of rows) this.putSecret(r.id, r.secret);
     for (const r of await db.selectFrom('channels').selectAll().execute()) {
-      this.putChannel({ id: r.id, protocol: r.protocol as Protocol, doc: r.doc, secrets: r.secrets });
+      this.putChannel({ id: r.id, protocol: r.protocol as Protocol, doc: r.doc, secrets: r.secrets, createdBy: r.created_by });
     }
     const members = await db.selectFrom('device_group_members').select(['group_id', 'device_id']).orderBy('group_id').orderBy('position').execute();
     const groups = new Map<string, string[]>();
@@ -384,7 +386,7 @@ export class Registry {
             this.connectors.delete(e.data.id);
             break;
           case 'ChannelCreated':
-            this.putChannel({ id: e.data.id, protocol: e.data.protocol, doc: e.data.doc, secrets: e.data.secrets });
+            this.putChannel({ id: e.data.id, protocol: e.data.protocol, doc: e.data.doc, secrets: e.data.secrets, createdBy: e.data.createdBy });
             break;
           case 'ChannelDeleted':
             this.dropChannel(e.data.id);

@@ -19,6 +19,8 @@ import {
 import { lastValueResult, windowResult, type ResultValue } from '../../domain/calculations/aggregate.js';
 import { satisfies } from '../../domain/access/scopes.js';
 import { scopesOfUser } from '../../api/access.js';
+import type { Principals } from '../../api/auth/principals.js';
+import { OwnerRights } from '../rights.js';
 import { historyValues } from '../../projections/devices.js';
 import type { Database } from '../../projections/database.js';
 import { latestReadings, seedSeries, seriesWindowStats, windowStats } from './readings.js';
@@ -63,6 +65,8 @@ export interface CalculationReactorDeps {
   projections: { readonly name: string; waitFor(position: Position, timeoutMs: number): Promise<void> };
   /** The platform clock: it decides when an interval boundary has come. */
   clock: () => Date;
+  /** The enabled users: a calculation runs only while its owner is one. */
+  principals: Principals;
   /** In a cluster: calculations run on the node that leads `calculations`. */
   cluster?: SubscriberCluster | null;
   /** The most readings the windows in memory hold (`WINDOW_READINGS` when left out); 0: every window is aggregated by the database. */
@@ -109,12 +113,15 @@ export class CalculationReactor {
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
   private stopped = false;
+  /** The owners as the REST API sees them (enabled, roles), cached until an event that may change them passes. */
+  private readonly rights: OwnerRights;
 
   constructor(
     private readonly deps: CalculationReactorDeps,
     private readonly options: { pollMs?: number } = {},
   ) {
     this.windows = new WindowMemory(deps.windowReadings ?? WINDOW_READINGS);
+    this.rights = new OwnerRights(deps.db, deps.principals, deps.projections);
     this.subscriber = new CheckpointedSubscriber<Database>({
       name: CALCULATIONS_CHECKPOINT,
       store: deps.store,
@@ -127,6 +134,7 @@ export class CalculationReactor {
       // checkpoint, then the interval clock. In a cluster the clock therefore runs on one node.
       leading: {
         gained: async () => {
+          this.rights.clear();
           this.live.clear();
           this.readers.clear();
           this.windows.clear();
@@ -241,6 +249,8 @@ export class CalculationReactor {
 
   /** False when the batch neither changes a calculation nor sets one off. */
   private async handleBatch(batch: RecordedEvent[]): Promise<boolean> {
+    // A batch that changes rights: the read models hold the change before an owner is checked again.
+    await this.rights.follow(batch);
     const runs: Run[] = [];
     let changed = false;
     for (const e of batch) {
@@ -335,10 +345,20 @@ export class CalculationReactor {
     await this.store(streams);
   }
 
-  /** For each run that may not go ahead, why: its owner must read every source and write the destination, which must exist. */
+  /**
+   * For each run that may not go ahead, why. Its owner must be an enabled user whose roles allow PUT on `device` (a
+   * result is a change of the destination), who can read every source and write the destination, which must exist:
+   * the checks a rule's owner passes before it changes a device.
+   */
   private async allowed(runs: Run[]): Promise<Map<Run, string>> {
+    const owners = new Map<string, string | null>();
     const byOwner = new Map<string, Set<string>>();
     for (const { calc } of runs) {
+      if (!owners.has(calc.owner)) {
+        const owner = await this.rights.owner(calc.owner);
+        owners.set(calc.owner, !owner ? 'its owner no longer exists or is disabled' : (await this.rights.roleAllows(owner, 'device', 'PUT')) ? null : 'its owner has no role that may change devices (PUT on device)');
+      }
+      if (owners.get(calc.owner)) continue;
       const ids = byOwner.get(calc.owner) ?? new Set();
       for (const s of sourcesOf(calc.definition)) ids.add(s.deviceId);
       ids.add(calc.definition.destination.deviceId);
@@ -350,6 +370,11 @@ export class CalculationReactor {
     const existing = new Set((await this.deps.db.selectFrom('devices').select('id').where('id', 'in', destinations).execute()).map((r) => r.id));
     const problems = new Map<Run, string>();
     for (const run of runs) {
+      const refused = owners.get(run.calc.owner);
+      if (refused) {
+        problems.set(run, refused);
+        continue;
+      }
       const scopes = held.get(run.calc.owner)!;
       const d = run.calc.definition;
       const unreadable = sourcesOf(d).find((s) => !satisfies(scopes.get(s.deviceId) ?? [], 'read'));

@@ -9,6 +9,7 @@ import type { LogWriter } from '../../domain/logs/writer.js';
 import type { Database } from '../../projections/database.js';
 import type { Registry } from '../../ingest/registry.js';
 import { ChangeTracker, type Change } from './changes.js';
+import type { ChannelAccess } from './access.js';
 import { deadline } from '../../domain/shared/deadline.js';
 import type { ChannelDoc, ChannelSecrets } from '../../domain/channels/channel.js';
 
@@ -81,6 +82,8 @@ export class HttpChannels {
     readonly registry: Registry,
     readonly logs: LogWriter,
     readonly log: Logger,
+    /** Whether a channel's creator may still read a device: checked before each message goes out. */
+    private readonly access: ChannelAccess,
     readonly retry = HTTP_RETRY,
     private readonly cluster: SubscriberCluster | null = null,
     private readonly http: Fetch = outboundFetch('public'),
@@ -116,7 +119,11 @@ export class HttpChannels {
       log: this.log,
       batchSize: 5000,
       cluster: this.cluster,
-      handle: async (batch) => this.offer(await tracker.changes(batch, wants), batch[batch.length - 1]!.position),
+      handle: async (batch) => {
+        // A batch that changes rights: the read models hold the change before a message handed over after it is checked.
+        await this.access.follow(batch);
+        return this.offer(await tracker.changes(batch, wants), batch[batch.length - 1]!.position);
+      },
       leading: { gained: () => this.resume(), lost: () => this.halt() },
     });
     await this.reader.start();
@@ -132,6 +139,7 @@ export class HttpChannels {
   private async resume(): Promise<void> {
     this.stopping = new AbortController();
     this.queues.clear();
+    await this.access.load();
     const { rows } = await sql<{ name: string; c: string; p: string }>`SELECT name, commit_position AS c, prepare_position AS p FROM es.checkpoints
       WHERE name = ${READER} OR name LIKE ${`${READER}:%`}`.execute(this.db);
     const toPosition = (r: { c: string; p: string }): Position => ({ commit: BigInt(r.c), prepare: BigInt(r.p) });
@@ -247,6 +255,8 @@ export class HttpChannels {
       // Looked up for each attempt: the channel may have been deleted, or the device left its group.
       const channel = this.channelFor(channelId, item.deviceId);
       if (!channel) return true;
+      // The channel's creator must still be able to read the device; a message they may not see is not sent (the channel's log says so once).
+      if (!(await this.access.allows(channel, item.deviceId, item.eventId))) return true;
       const headers = channelHeaders(channel, item.eventId);
       url = (channel.doc.http as { url: string }).url;
       // Only the node that leads delivers: checked before each POST.

@@ -7,6 +7,7 @@ import { handle, toNewEvent, type CommandContext } from '../../domain/shared/dec
 import type { Position, RecordedEvent } from '../../domain/shared/events.js';
 import { deviceStream, isLngLat, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
 import { logEvent, logStream } from '../../domain/logs/logEntry.js';
+import { OwnerRights } from '../rights.js';
 import { crossingMessage, trackerDecider, type AssetReport, type TrackerFields } from '../../domain/geofences/tracking.js';
 
 const CHECKPOINT = 'geofence-tracking';
@@ -37,7 +38,9 @@ export function positionOf(event: RecordedEvent): Point | null | undefined {
  * out of, updates the tracker through the device decider and writes a log
  * entry on it. The trackers an asset may be leaving come from
  * `geofence_presence` (a read model of the trackers' `assetList`), so after
- * each crossing it waits for the read models before going on. Handling a
+ * each crossing it waits for the read models before going on. A fence tracks
+ * only what its owner (its creator) may: an enabled user who can read the
+ * asset and write the tracker, checked at each report (`tracked`). Handling a
  * batch again is harmless: the decider sees the tracker's current list, and
  * log entries carry ids derived from the position event.
  */
@@ -45,7 +48,11 @@ export class GeofenceTracking {
   /** Its follower of the event log (its lag is measured from it). */
   readonly subscriber: CheckpointedSubscriber<Database>;
 
+  /** The fences' owners' rights, cached until an event that may change them passes. */
+  private readonly rights: OwnerRights;
+
   constructor(private readonly deps: Deps) {
+    this.rights = new OwnerRights(deps.db, deps.principals, deps.projections);
     this.subscriber = new CheckpointedSubscriber<Database>({
       name: CHECKPOINT,
       store: deps.store,
@@ -54,6 +61,8 @@ export class GeofenceTracking {
       batchSize: 500,
       cluster: deps.cluster ?? null,
       handle: async (batch) => {
+        // A batch that changes rights: the read models hold the change before any fence's owner is checked.
+        await this.rights.follow(batch);
         let worked = false;
         for (const event of batch) {
           const position = positionOf(event);
@@ -62,6 +71,10 @@ export class GeofenceTracking {
           worked = true;
         }
         return worked;
+      },
+      leading: {
+        gained: async () => this.rights.clear(),
+        lost: async () => {},
       },
     });
   }
@@ -78,13 +91,16 @@ export class GeofenceTracking {
     const assetId = (event.data as { id: string }).id;
     // The point from its coordinates alone: other members a report may carry (a GeoJSON `crs`) are not the platform's.
     const [lng, lat] = position ? [Number(position.coordinates[0]), Number(position.coordinates[1])] : [null, null];
-    const { rows } = await sql<{ tracker: string; inside: boolean }>`
-      SELECT tracker, bool_or(inside) AS inside FROM (
-        SELECT g.ref AS tracker, true AS inside FROM geofences g
-          WHERE g.ref IS NOT NULL AND ${lng}::float8 IS NOT NULL AND ST_Contains(g.geom, ST_SetSRID(ST_MakePoint(${lng}::float8, ${lat}::float8), 4326))
-        UNION ALL
-        SELECT p.tracker_id, false FROM geofence_presence p WHERE p.asset_id = ${assetId}
-      ) c WHERE tracker <> ${assetId} GROUP BY tracker`.execute(this.deps.db);
+    // Every fence of a tracker that counts for this report: those containing the point, and all fences of the trackers
+    // that list the asset now (it may be leaving them), each with its owner, the fence's creator.
+    const { rows: fences } = await sql<{ tracker: string; owner: string; inside: boolean }>`
+      SELECT g.ref AS tracker, g.created_by AS owner,
+             coalesce(${lng}::float8 IS NOT NULL AND ST_Contains(g.geom, ST_SetSRID(ST_MakePoint(${lng}::float8, ${lat}::float8), 4326)), false) AS inside
+      FROM geofences g
+      WHERE g.ref IS NOT NULL AND g.ref <> ${assetId}
+        AND ((${lng}::float8 IS NOT NULL AND ST_Contains(g.geom, ST_SetSRID(ST_MakePoint(${lng}::float8, ${lat}::float8), 4326)))
+          OR g.ref IN (SELECT p.tracker_id FROM geofence_presence p WHERE p.asset_id = ${assetId}))`.execute(this.deps.db);
+    const rows = await this.tracked(fences, assetId);
     if (rows.length === 0) return;
     const asset = await this.assetOf(event, assetId, position);
     const context: CommandContext = { actor: ACTOR, correlationId: event.metadata.correlationId, causationId: event.id, now: asset.at };
@@ -120,6 +136,28 @@ export class GeofenceTracking {
       last = logged.position;
     }
     if (last) await this.deps.projections.waitFor(last, this.deps.config.projectionWaitMs);
+  }
+
+  /**
+   * The trackers this report may change, and whether the asset is inside one of their fences now. A fence counts
+   * only while its owner (its creator) is an enabled user who can read the asset and write the tracker, as the REST
+   * API would let them; a tracker with no fence that counts is left as it is, so nothing of a device its fences'
+   * owners may not read is ever written into it.
+   */
+  private async tracked(fences: { tracker: string; owner: string; inside: boolean }[], assetId: string): Promise<{ tracker: string; inside: boolean }[]> {
+    const trackers = new Map<string, boolean>();
+    const verdicts = new Map<string, boolean>();
+    for (const fence of fences) {
+      const key = `${fence.owner}/${fence.tracker}`;
+      let counts = verdicts.get(key);
+      if (counts === undefined) {
+        const owner = await this.rights.owner(fence.owner);
+        counts = owner !== null && (await this.rights.may(owner, assetId, 'read')) && (await this.rights.may(owner, fence.tracker, 'write'));
+        verdicts.set(key, counts);
+      }
+      if (counts) trackers.set(fence.tracker, (trackers.get(fence.tracker) ?? false) || fence.inside);
+    }
+    return [...trackers].map(([tracker, inside]) => ({ tracker, inside }));
   }
 
   private async assetOf(event: RecordedEvent, id: string, position: Point | null): Promise<AssetReport> {

@@ -2,13 +2,11 @@ import type { Deps } from '../../api/deps.js';
 import type { Principal } from '../../api/auth/principal.js';
 import { scopesOn } from '../../api/access.js';
 import type { DeviceCommandInput, SentCommand } from '../../api/commands/send.js';
-import { loadCustomRoles } from '../../projections/access.js';
 import type { NewEvent, RecordedEvent } from '../../domain/shared/events.js';
 import type { Fence } from '../../domain/eventstore/leases.js';
 import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
 import { ConflictError, ForbiddenError, NotFoundError, PlatformError } from '../../domain/shared/errors.js';
 import { satisfies, type Need } from '../../domain/access/scopes.js';
-import { allowedMethods } from '../../domain/access/roles.js';
 import { PROTECTED_FROM_REPORTS, deviceDecider, deviceStream } from '../../domain/devices/device.js';
 import { ruleActor } from '../../domain/rules/rule.js';
 import { outcomeId, pendingActions, runDecider, runStream, type PlannedAction, type RunEvent, type RunStarted, type RunState } from '../../domain/rules/run.js';
@@ -16,6 +14,7 @@ import { causedId, derivedResourceId } from '../../domain/shared/ids.js';
 import { NO_OWNER } from './views.js';
 import { channelHeaders, postOnce, sleep } from '../channels/http.js';
 import { StoppingError } from '../../domain/eventstore/subscriber.js';
+import type { OwnerRights } from '../rights.js';
 
 /** What actions reach outside the event store with. */
 export interface ActionIo {
@@ -66,6 +65,8 @@ export class RuleActions {
   constructor(
     private readonly deps: Deps,
     private readonly io: ActionIo,
+    /** The owners' rights: the role check of an action is the REST API's. */
+    private readonly rights: OwnerRights,
     private readonly remember: (eventId: string, chain: { depth: number; rules: string[] }) => void,
     private readonly chainOf: (runId: string) => Promise<{ depth: number; rules: string[] } | null>,
     /** Proves this node still leads the rules reactor (always, in a single process). */
@@ -171,7 +172,7 @@ export class RuleActions {
       case 'log':
         return { ok: true, detail: 'logged', log: { message: config.message, type: config.type ?? 'info', priority: config.priority ?? 'low' } };
       case 'command': {
-        if (!(await this.roleAllows(owner, 'PUT'))) return { ok: false, reason: "the rule's owner has no role that may send commands (PUT on device)" };
+        if (!(await this.rights.roleAllows(owner, 'device', 'PUT'))) return { ok: false, reason: "the rule's owner has no role that may send commands (PUT on device)" };
         const id = derivedResourceId('rule', run.runId, action.nodeId);
         try {
           const sent = await this.io.send(owner, { command: config.command, iotnodeId: config.iotnodeId, ...(config.integrationName ? { integrationName: config.integrationName } : {}), ...(config.data ? { data: config.data } : {}) }, context, id);
@@ -185,7 +186,7 @@ export class RuleActions {
       }
       case 'setField': {
         if (PROTECTED_FROM_REPORTS.has(config.field)) return { ok: false, reason: `${config.field} is not set by rules` };
-        if (!(await this.roleAllows(owner, 'PUT'))) return { ok: false, reason: "the rule's owner has no role that may change devices (PUT on device)" };
+        if (!(await this.rights.roleAllows(owner, 'device', 'PUT'))) return { ok: false, reason: "the rule's owner has no role that may change devices (PUT on device)" };
         const denied = await this.denied(owner, config.iotnodeId, 'write', 'iotnode');
         if (denied) return { ok: false, reason: denied };
         const eventId = causedId(run.runId, ['setField', run.runId, action.nodeId]);
@@ -240,10 +241,6 @@ export class RuleActions {
     if (!satisfies(held, 'read')) return `the rule's owner cannot read ${kind} ${id}, or it no longer exists`;
     if (!satisfies(held, need)) return `the rule's owner may not change ${kind} ${id}`;
     return null;
-  }
-
-  private async roleAllows(owner: Principal, method: string): Promise<boolean> {
-    return allowedMethods(owner.roles, 'device', await loadCustomRoles(this.deps.db, owner.roles)).has(method);
   }
 
   /**

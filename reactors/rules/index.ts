@@ -1,14 +1,12 @@
 import type { Deps } from '../../api/deps.js';
 import type { Principal } from '../../api/auth/principal.js';
-import { scopesOn } from '../../api/access.js';
 import type { Database } from '../../projections/database.js';
 import { CheckpointedSubscriber, loadCheckpoint } from '../../domain/eventstore/subscriber.js';
 import { readMatching } from '../../domain/eventstore/filter.js';
 import { comparePositions, type RecordedEvent } from '../../domain/shared/events.js';
 import { toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
 import { RecentMemory } from '../../domain/shared/recentMemory.js';
-import { satisfies, type Need } from '../../domain/access/scopes.js';
-import { OWNED_RESOURCES } from '../../domain/access/resources.js';
+import { OwnerRights } from '../rights.js';
 import type { LogWriter } from '../../domain/logs/writer.js';
 import type { DeviceDoc, DeviceEvent } from '../../domain/devices/device.js';
 import { ruleDecider, ruleStream, type RuleEvent, type RuleState } from '../../domain/rules/rule.js';
@@ -24,20 +22,6 @@ import { NO_OWNER } from './views.js';
 export const RULES_CHECKPOINT = 'rules';
 export const RULES_ACTOR = 'system:rules';
 
-/** Events after which an owner's rights may differ: the cache of rights is emptied when one passes. */
-const ACCESS_EVENTS = new Set([
-  'AccessGranted',
-  'AccessRevoked',
-  'UsergroupMemberAdded',
-  'UsergroupMemberRemoved',
-  'UsergroupDeleted',
-  'UserUpdated',
-  'UserDeleted',
-  'DeviceClaimed',
-  'RoleReplaced',
-  'RoleDeleted',
-  ...OWNED_RESOURCES.flatMap((r) => [r.created, r.deleted]),
-]);
 
 interface Candidate {
   rule: RunnableRule;
@@ -87,7 +71,8 @@ export class RulesReactor {
   private readonly index = new RuleIndex();
   private readonly tracker: ChangeTracker;
   private readonly chains = new RecentMemory<string, Chain>(100_000);
-  private rights = new Map<string, boolean>();
+  /** The owners' rights, cached until an event that may change them passes. */
+  private readonly rights: OwnerRights;
   private readonly actions: RuleActions;
   readonly scheduler: Scheduler;
   private geofenceRefs: Map<string, string | null> | null = null;
@@ -98,7 +83,8 @@ export class RulesReactor {
     private readonly logs: LogWriter,
   ) {
     this.tracker = new ChangeTracker(deps.store, deps.db);
-    this.actions = new RuleActions(deps, io, (eventId, chain) => this.chains.set(eventId, chain), (runId) => this.chainOf(runId), () => this.subscriber.fence);
+    this.rights = new OwnerRights(deps.db, deps.principals, deps.projections);
+    this.actions = new RuleActions(deps, io, this.rights, (eventId, chain) => this.chains.set(eventId, chain), (runId) => this.chainOf(runId), () => this.subscriber.fence);
     this.scheduler = new Scheduler(deps, this.index, (rule, nodeId, slot, missed) => this.fireSlot(rule, nodeId, slot, missed), () => this.subscriber.fence);
     this.subscriber = new CheckpointedSubscriber<Database>({
       name: RULES_CHECKPOINT,
@@ -167,8 +153,9 @@ export class RulesReactor {
     const candidates: Candidate[] = [];
     const runs: (RecordedEvent & { data: RunStarted })[] = [];
     let indexed = false;
+    // A batch that changes rights: the read models hold the change before a run is decided or an action taken.
+    await this.rights.follow(batch);
     for (const e of batch) {
-      if (ACCESS_EVENTS.has(e.type)) this.rights.clear();
       if (e.type.startsWith('Geofence')) this.geofenceRefs = null;
       switch (e.type) {
         case 'RuleCreated':
@@ -250,9 +237,8 @@ export class RulesReactor {
         continue;
       }
       const owner = await this.deps.principals.get(c.rule.owner);
-      const geofence = c.trigger.type === 'geofence' ? c.trigger.geofenceId : null;
-      const views = await this.views(owner, [...(geofence ? [] : [c.deviceId]), ...conditionDevices(c.rule.definition)], c.known);
-      const why = !owner ? NO_OWNER : geofence ? ((await this.may(owner, geofence, 'read')) ? null : `the rule's owner cannot read geofence ${geofence}`) : (views.get(c.deviceId) as { why?: string }).why;
+      const views = await this.views(owner, [...(c.trigger.type === 'geofence' ? [] : [c.deviceId]), ...conditionDevices(c.rule.definition)], c.known);
+      const why = !owner ? NO_OWNER : c.trigger.type === 'geofence' ? await this.geofenceRefusal(owner, c.trigger.geofenceId, c.trigger.assetId) : (views.get(c.deviceId) as { why?: string }).why;
       if (why) {
         // The owner lost the right to read what triggers the rule: nothing runs, and the rule's log says so, at most a few times a minute.
         this.logs.write({ resourceId: c.rule.id, resourceType: 'ruleV2', type: 'warning', priority: 'high', category: 'access', message: `Not run: ${why}` }, `rule not run ${c.deviceId}`);
@@ -319,7 +305,7 @@ export class RulesReactor {
     }
     const missing: string[] = [];
     for (const id of new Set(ids)) {
-      if (!(await this.may(owner, id, 'read'))) views.set(id, { doc: null, why: `the rule's owner cannot read iotnode ${id}` });
+      if (!(await this.rights.may(owner, id, 'read'))) views.set(id, { doc: null, why: `the rule's owner cannot read iotnode ${id}` });
       else if (known.has(id)) views.set(id, { doc: known.get(id)! });
       else missing.push(id);
     }
@@ -331,15 +317,11 @@ export class RulesReactor {
     return views;
   }
 
-  /** The owner's right on a resource, cached until an access event passes. */
-  async may(owner: Principal, resourceId: string, need: Need): Promise<boolean> {
-    const key = `${owner.id}/${resourceId}/${need}`;
-    const cached = this.rights.get(key);
-    if (cached !== undefined) return cached;
-    const held = satisfies(await scopesOn(this.deps, owner, resourceId), need);
-    if (this.rights.size > 100_000) this.rights.clear();
-    this.rights.set(key, held);
-    return held;
+  /** Why a geofence trigger does not run for the owner: the fence, and the asset that crossed it, must both be readable. */
+  private async geofenceRefusal(owner: Principal, geofenceId: string, assetId: string): Promise<string | null> {
+    if (!(await this.rights.may(owner, geofenceId, 'read'))) return `the rule's owner cannot read geofence ${geofenceId}`;
+    if (!(await this.rights.may(owner, assetId, 'read'))) return `the rule's owner cannot read iotnode ${assetId}, the asset that crossed geofence ${geofenceId}`;
+    return null;
   }
 
   /** A schedule slot: the run decided from the clock and stored with an id derived from the slot, so it happens once. */
