@@ -74,6 +74,30 @@ export function outboundFetch(targets: OutboundTargets): Fetch {
   };
 }
 
+/** The most of an answer's body the platform reads: what a receiver or a network server says, never a flood. */
+export const MAX_ANSWER_BYTES = 64 * 1024;
+
+/** The answer's body as text, cut at `MAX_ANSWER_BYTES`; the rest is not read (the connection is cancelled). */
+export async function answerText(res: Response): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < MAX_ANSWER_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } catch {
+    // A body cut short reads as what came.
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return Buffer.concat(chunks).subarray(0, MAX_ANSWER_BYTES).toString('utf8');
+}
+
 /** A failed request's reason, with its cause: `fetch failed` alone says nothing. */
 export function failureOf(err: unknown): string {
   const message = (err as Error).message;

@@ -319,7 +319,8 @@ export async function postOnce(http: Fetch, url: string, headers: Record<string,
   const limit = deadline(timeoutMs, signal);
   try {
     const res = await http(url, { method: 'POST', headers, body, signal: limit.signal });
-    await res.arrayBuffer().catch(() => undefined);
+    // The answer is not used: its body is left unread, whatever its size.
+    await res.body?.cancel().catch(() => undefined);
     if (res.ok) return { ok: true, final: true, why: '' };
     const final = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
     return { ok: false, final, why: `HTTP ${res.status}` };

@@ -1,5 +1,5 @@
 import type { CommandRequest } from '../../domain/commands/command.js';
-import { failureOf, type Fetch } from '../outbound.js';
+import { answerText, failureOf, type Fetch } from '../outbound.js';
 import type { IntegrationName } from '../../domain/integrations/catalog.js';
 import type { ConnectorInfo } from '../../ingest/registry.js';
 
@@ -141,7 +141,7 @@ export async function callApi(context: Pick<DownlinkContext, 'http' | 'timeoutMs
     const notSent = ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EOUTBOUNDREFUSED'].includes(code);
     throw new Unreachable(timedOut ? `no answer from ${new URL(url).origin} within ${timeoutMs} ms` : `${new URL(url).origin} cannot be reached: ${failureOf(err)}${code ? ` (${code})` : ''}`, !notSent);
   }
-  const text = await res.text().catch(() => '');
+  const text = await answerText(res);
   let body: unknown = null;
   try {
     body = text ? JSON.parse(text) : null;

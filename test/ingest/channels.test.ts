@@ -151,6 +151,19 @@ channels('when a channel is on a device group, then devices added to the group l
   await r.close();
 });
 
+channels('given devices a caller cannot read, when a group lists one among 10,000 entries, then 422 names its place, at once; 10,000 copies of a readable device are checked in one go', async ({ t, a }) => {
+  const hidden = [...Array.from({ length: 9_999 }, () => a)];
+  hidden.splice(4_321, 0, 'ffffffffffffffffffffffff');
+  const started = Date.now();
+  const refused = await t.call('POST', '/api/devicegroups', { body: { name: 'big', devices: hidden } });
+  assert.is(refused.status, 422, refused.text);
+  assert.is(refused.text, 'ERR - devices.4321 is not an iotnode you can read');
+  const copies = await t.call('POST', '/api/devicegroups', { body: { name: 'copies', devices: Array.from({ length: 10_000 }, () => a) } });
+  assert.is(copies.status, 201, copies.text);
+  assert.ok(Date.now() - started < 5_000, `${Date.now() - started} ms`);
+  await t.call('DELETE', `/api/devicegroups/${copies.body._id}`);
+});
+
 channels('when device groups are listed, then each caller sees the groups it may read, ordered by name, with their devices', async ({ t, user, a, b }) => {
   const zeta = await t.call('POST', '/api/devicegroups', { body: { name: 'zeta wing', devices: [b] } });
   const alpha = await t.call('POST', '/api/devicegroups', { body: { name: 'alpha wing', devices: [a, b] } });

@@ -1,6 +1,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { OutboundRefused, outboundFetch, reachable } from '../../reactors/outbound.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { MAX_ANSWER_BYTES, OutboundRefused, answerText, outboundFetch, reachable } from '../../reactors/outbound.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { receiver } from '../support/receiver.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish } from '../ingest/support.js';
@@ -56,6 +58,30 @@ policy('given public, when a request names a loopback address or a name that res
     assert.is(r.received.length, 1);
   } finally {
     await r.close();
+  }
+});
+
+policy('given a server that answers an endless body, when its answer is read, then 64 KiB of it are kept and the connection is let go', async () => {
+  let closed = false;
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    const pump = () => {
+      while (!closed && res.write(chunk));
+      if (!closed) res.once('drain', pump);
+    };
+    res.on('close', () => (closed = true));
+    pump();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  try {
+    const res = await outboundFetch('any')(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { method: 'GET' });
+    const text = await answerText(res);
+    assert.is(text.length, MAX_ANSWER_BYTES);
+    await eventually(async () => closed, 5_000, 'the server to see the connection end');
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
   }
 });
 
