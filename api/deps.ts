@@ -40,7 +40,7 @@ export async function write<C, S, E extends DomainEvent>(
   streamId: string,
   decider: Decider<C, S, E>,
   command: C,
-  options?: HandleOptions,
+  options?: HandleOptions<S>,
 ): Promise<Handled<S, E>> {
   const handled = await handle(deps.store, streamId, decider, command, context, options);
   if (handled.result) await deps.projections.waitFor(handled.result.position, deps.config.projectionWaitMs);

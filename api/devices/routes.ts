@@ -56,11 +56,24 @@ async function writeDevice(deps: Deps, ingest: Ingest, principal: Principal, con
       const owner = ingest.registry.deviceOfSecret(secret);
       if (owner !== undefined && owner !== id) throw new ConflictError('ERR - secret is already the secret of another iotnode');
     }
-    const handled = await handle(deps.store, deviceStream(id), deviceDecider, command, context, { retries: 3 });
+    const handled = await handle(deps.store, deviceStream(id), deviceDecider, command, context, { retries: 3, from: await asRead(deps, id) });
     if (handled.result && typeof secret === 'string') ingest.registry.putSecret(id, secret);
     return handled.result;
   });
   if (result) await deps.projections.waitFor(result.position, deps.config.projectionWaitMs);
+}
+
+/**
+ * A device's decider state as of its read-model row: an update or a deletion
+ * then reads only the events after it, not every report of the device's life
+ * (a device reporting every minute has half a million events a year). Claims
+ * decide on who claimed before, which the row does not hold, so they fold the
+ * whole stream; this state is for `UpdateDevice` and `DeleteDevice` only.
+ */
+async function asRead(deps: Deps, id: string): Promise<{ state: DeviceState; revision: number } | null> {
+  const row = await deps.db.selectFrom('devices').select(['revision', 'doc', 'created_by', 'credentials_set_id']).where('id', '=', id).executeTakeFirst();
+  if (!row) return null;
+  return { state: { status: 'active', id, doc: row.doc, createdBy: row.created_by, credentialsSetId: row.credentials_set_id, claimedBy: [] }, revision: Number(row.revision) };
 }
 
 /**
@@ -243,7 +256,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
     const id = req.params.id as string;
     await requireAccess(deps, principalOf(req), id, 'write', DEVICE_NOT_FOUND);
     const context = requestContext(deps, req);
-    await write(deps, context, deviceStream(id), deviceDecider, { type: 'DeleteDevice', id, at: context.now }, { retries: 3 });
+    await write(deps, context, deviceStream(id), deviceDecider, { type: 'DeleteDevice', id, at: context.now }, { retries: 3, from: await asRead(deps, id) });
     res.status(204).end();
   });
 

@@ -29,7 +29,13 @@ export interface Handled<S, E> {
   result?: AppendResult;
 }
 
-export interface HandleOptions {
+export interface HandleOptions<S = unknown> {
+  /**
+   * The stream's state as of a revision, as the caller already holds it (a
+   * read model's row): only the events after that revision are read and
+   * folded. For streams too long to fold on every command.
+   */
+  from?: { state: S; revision: number } | null;
   /** Re-read and decide again this many times when another writer got in first; for commands that commute. */
   retries?: number;
   /** The revision the caller saw (from `If-Match`); a mismatch is a `ConcurrencyError` without retry. */
@@ -48,15 +54,16 @@ export async function handle<C, S, E extends DomainEvent>(
   decider: Decider<C, S, E>,
   command: C,
   context: CommandContext,
-  options: HandleOptions = {},
+  options: HandleOptions<S> = {},
 ): Promise<Handled<S, E>> {
+  const from = options.from ?? null;
   for (let attempt = 0; ; attempt++) {
-    const stored = await store.readStream(streamId);
-    const revision = stored.length ? stored[stored.length - 1]!.revision : -1;
+    const stored = await store.readStream(streamId, from ? { fromRevision: from.revision + 1 } : undefined);
+    const revision = stored.length ? stored[stored.length - 1]!.revision : (from?.revision ?? -1);
     if (options.expectedRevision !== undefined && options.expectedRevision !== revision) {
       throw new ConcurrencyError(streamId, String(options.expectedRevision), String(revision));
     }
-    let state = decider.initialState();
+    let state = from ? from.state : decider.initialState();
     for (const e of stored) state = decider.evolve(state, e as unknown as E);
     const events = decider.decide(command, state);
     if (events.length === 0) return { events, state };

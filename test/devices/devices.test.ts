@@ -1,9 +1,12 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { sql } from 'kysely';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
+import { projected } from '../ingest/support.js';
+import { toNewEvent } from '../../domain/shared/decider.js';
+import { deviceStream, type DeviceEvent } from '../../domain/devices/device.js';
 
 const devices = suite<{ t: TestPlatform; viewer: string; installer: string; installerId: string }>('Devices (iotnodes) over REST');
 
@@ -150,6 +153,36 @@ devices('when a client writes an assetList naming no device (a 3,000-character a
   assert.equal(updated.body.assetList, [{ assetId }]);
   const parked = await t.platform.deps.db.selectFrom('es.parked_events' as any).select('event_id').execute();
   assert.equal(parked, []);
+});
+
+devices('given a device with 400 reports, when it is updated, then only the events after its read-model row are read, and the update decides on the reported values', async ({ t }) => {
+  const { store } = t.platform.deps;
+  const id = (await t.call('POST', '/api/iotnodes', { body: { name: 'Chatty', setpoint: 18 } })).body._id as string;
+  for (let i = 0; i < 400; i++) {
+    const event: DeviceEvent = { type: 'DeviceReported', data: { id, topic: 'svc/generic/v2/chatty', path: [], payload: { n: i, setpoint: 20 + (i % 3) }, reportedAt: new Date(Date.UTC(2024, 0, 1, 0, 0, i)).toISOString() } };
+    await store.append(deviceStream(id), [toNewEvent(event, { actor: 'credentials:x', correlationId: randomUUID(), now: event.data.reportedAt })], 'any');
+  }
+  await projected(t);
+  const reads: { fromRevision?: number }[] = [];
+  const readStream = store.readStream.bind(store);
+  store.readStream = (streamId, options) => {
+    if (streamId === deviceStream(id)) reads.push(options ?? {});
+    return readStream(streamId, options);
+  };
+  try {
+    // The last report set setpoint to 20 + 399 % 3 = 20: the same value decides nothing.
+    const same = await t.call('PUT', `/api/iotnodes/${id}`, { body: { setpoint: 20 } });
+    assert.is(same.status, 200, same.text);
+    assert.equal(reads, [{ fromRevision: 401 }], 'read from after the row, at revision 400');
+    assert.is((await store.readStream(deviceStream(id))).length, 401, 'no event for a value the device already has');
+    const changed = await t.call('PUT', `/api/iotnodes/${id}`, { body: { setpoint: 25 } });
+    assert.is(changed.body.setpoint, 25);
+    assert.is(changed.body.n, 399, 'the reports stay');
+    assert.is((await t.call('DELETE', `/api/iotnodes/${id}`)).status, 204);
+    assert.is((await t.call('GET', `/api/iotnodes/${id}`)).status, 404);
+  } finally {
+    store.readStream = readStream;
+  }
 });
 
 devices.run();
