@@ -1842,6 +1842,37 @@ export interface paths {
         404: components["responses"]["Error"];
       };
     };
+    /**
+     * Replace a channel's name and its protocol's settings
+     * @description The body is a whole channel, as on create. The target (`iotnode` or `deviceGroup`) and the
+     * protocol stay: another one is 422 (create another channel). An `http` channel's `Authorization` header is
+     * write-only: one given replaces the stored one, one left out keeps it. The next message goes out with the new
+     * settings. Needs `write` on the channel; an MQTT recipient is checked as on create.
+     */
+    put: {
+      parameters: {
+        path: {
+          id: components["parameters"]["Id"];
+        };
+      };
+      requestBody: {
+        content: {
+          "application/json": components["schemas"]["ChannelCreate"];
+        };
+      };
+      responses: {
+        /** @description The channel */
+        200: {
+          content: {
+            "application/json": components["schemas"]["Channel"];
+          };
+        };
+        401: components["responses"]["Error"];
+        403: components["responses"]["Error"];
+        404: components["responses"]["Error"];
+        422: components["responses"]["Error"];
+      };
+    };
     /** Delete a channel */
     delete: {
       parameters: {

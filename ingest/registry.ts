@@ -388,6 +388,12 @@ export class Registry {
           case 'ChannelCreated':
             this.putChannel({ id: e.data.id, protocol: e.data.protocol, doc: e.data.doc, secrets: e.data.secrets, createdBy: e.data.createdBy });
             break;
+          case 'ChannelReplaced': {
+            // The target stays, so the indexes by device and group do too.
+            const c = this.channels.get(e.data.id);
+            if (c) this.putChannel({ ...c, doc: e.data.doc, secrets: e.data.secrets });
+            break;
+          }
           case 'ChannelDeleted':
             this.dropChannel(e.data.id);
             break;

@@ -49,6 +49,10 @@ export const channelsProjection: Projection = {
               ${e.data.doc.deviceGroup ?? null}, ${e.data.protocol}, ${e.data.createdBy}, ${e.data.at})
             ON CONFLICT (id) DO NOTHING`.execute(tx);
           break;
+        case 'ChannelReplaced':
+          // The whole of what may change, from the event alone: applied twice, it writes the same.
+          await sql`UPDATE channels SET doc = ${JSON.stringify(e.data.doc)}::jsonb, secrets = ${JSON.stringify(e.data.secrets)}::jsonb WHERE id = ${e.data.id}`.execute(tx);
+          break;
         case 'ChannelDeleted':
           await tx.deleteFrom('channels').where('id', '=', e.data.id).execute();
           break;

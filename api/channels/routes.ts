@@ -92,6 +92,18 @@ export function channelRoutes(deps: Deps): Router {
     res.json(presentChannel(await deps.db.selectFrom('channels').select(['id', 'doc']).where('id', '=', id).executeTakeFirstOrThrow()));
   });
 
+  router.put('/api/channels/:id', async (req, res) => {
+    const id = req.params.id as string;
+    const body = req.body as ChannelDoc;
+    const principal = principalOf(req);
+    await requireAccess(deps, principal, id, 'write', CHANNEL_NOT_FOUND);
+    checkChannel(body);
+    await checkRecipient(deps, principal, body.mqtt as { type?: string; recipient?: unknown } | undefined);
+    const context = requestContext(deps, req);
+    await write(deps, context, channelStream(id), channelDecider, { type: 'ReplaceChannel', id, body, at: context.now });
+    res.json(presentChannel(await deps.db.selectFrom('channels').select(['id', 'doc']).where('id', '=', id).executeTakeFirstOrThrow()));
+  });
+
   router.delete('/api/channels/:id', async (req, res) => {
     const id = req.params.id as string;
     await requireAccess(deps, principalOf(req), id, 'write', CHANNEL_NOT_FOUND);

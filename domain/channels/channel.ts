@@ -1,5 +1,6 @@
 import type { Decider } from '../shared/decider.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
+import { jsonEqual } from '../devices/device.js';
 
 /**
  * A channel pushes every change of a device (or of any device in a group) to
@@ -19,13 +20,18 @@ export interface ChannelSecrets {
 
 export type ChannelEvent =
   | { type: 'ChannelCreated'; data: { id: string; createdBy: string; protocol: Protocol; doc: ChannelDoc; secrets: ChannelSecrets; at: string } }
+  /** The channel as replaced: its name and its protocol's settings; the target and the protocol stay. */
+  | { type: 'ChannelReplaced'; data: { id: string; doc: ChannelDoc; secrets: ChannelSecrets; at: string } }
   | { type: 'ChannelDeleted'; data: { id: string; at: string } };
 
 export type ChannelCommand =
   | { type: 'CreateChannel'; id: string; createdBy: string; body: ChannelDoc; at: string }
+  | { type: 'ReplaceChannel'; id: string; body: ChannelDoc; at: string }
   | { type: 'DeleteChannel'; id: string; at: string };
 
-export type ChannelState = { status: 'none' | 'deleted' } | { status: 'active'; id: string };
+export type ChannelState =
+  | { status: 'none' | 'deleted' }
+  | { status: 'active'; id: string; protocol: Protocol; doc: ChannelDoc; secrets: ChannelSecrets };
 
 export const channelStream = (id: string) => `channel-${id}`;
 export const CHANNEL_NOT_FOUND = 'Channel not found';
@@ -64,6 +70,20 @@ export const channelDecider: Decider<ChannelCommand, ChannelState, ChannelEvent>
         const { protocol, doc, secrets } = checkChannel(command.body);
         return [{ type: 'ChannelCreated', data: { id: command.id, createdBy: command.createdBy, protocol, doc, secrets, at: command.at } }];
       }
+      case 'ReplaceChannel': {
+        if (state.status !== 'active') throw new NotFoundError(CHANNEL_NOT_FOUND);
+        const { protocol, doc, secrets } = checkChannel(command.body);
+        // Deliveries follow a channel's target from its creation: another target or protocol is another channel.
+        for (const target of ['iotnode', 'deviceGroup'] as const) {
+          if ((doc[target] ?? null) !== (state.doc[target] ?? null)) throw ValidationError.field(target, 'cannot change: a channel keeps its target; create another channel for another one');
+        }
+        if (protocol !== state.protocol) throw ValidationError.field(protocol, `cannot replace ${state.protocol}: a channel keeps its protocol; create another channel for another one`);
+        // A write-only Authorization left out is kept: it is never shown, so a client cannot send it back.
+        const kept: ChannelSecrets = { ...state.secrets, ...secrets };
+        if (protocol !== 'http') delete kept.authorization;
+        if (jsonEqual(doc, state.doc) && jsonEqual(kept, state.secrets)) return [];
+        return [{ type: 'ChannelReplaced', data: { id: command.id, doc, secrets: kept, at: command.at } }];
+      }
       case 'DeleteChannel':
         if (state.status !== 'active') throw new NotFoundError(CHANNEL_NOT_FOUND);
         return [{ type: 'ChannelDeleted', data: { id: command.id, at: command.at } }];
@@ -76,7 +96,9 @@ export const channelDecider: Decider<ChannelCommand, ChannelState, ChannelEvent>
   evolve(state, event) {
     switch (event.type) {
       case 'ChannelCreated':
-        return { status: 'active', id: event.data.id };
+        return { status: 'active', id: event.data.id, protocol: event.data.protocol, doc: event.data.doc, secrets: event.data.secrets };
+      case 'ChannelReplaced':
+        return state.status === 'active' ? { ...state, doc: event.data.doc, secrets: event.data.secrets } : state;
       case 'ChannelDeleted':
         return { status: 'deleted' };
       default: {

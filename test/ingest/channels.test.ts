@@ -2,6 +2,9 @@ import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn, execFile } from 'node:child_process';
 import mqtt from 'mqtt';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { channelsProjection } from '../../projections/channels.js';
+import type { Database } from '../../projections/database.js';
 import { receiver } from '../support/receiver.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser, type GivenUser } from '../users/given.js';
@@ -162,6 +165,54 @@ channels('given devices a caller cannot read, when a group lists one among 10,00
   assert.is(copies.status, 201, copies.text);
   assert.ok(Date.now() - started < 5_000, `${Date.now() - started} ms`);
   await t.call('DELETE', `/api/devicegroups/${copies.body._id}`);
+});
+
+channels('given an http channel with an Authorization header, when it is replaced, then the next message goes to the new URL with the header kept; a new header replaces it; target and protocol stay; the read model takes the replacement once', async ({ t, p, a, b, user }) => {
+  const first = await receiver();
+  const second = await receiver();
+  const created = await t.call('POST', '/api/channels', { body: { name: 'hook', iotnode: a, http: { url: first.url, headers: { Authorization: 'Bearer one', 'x-site': 'north' } } } });
+  assert.is(created.status, 201, created.text);
+  const id = created.body._id as string;
+  const c = await connectMqtt(t, p.username, p.password);
+
+  const moved = await t.call('PUT', `/api/channels/${id}`, { body: { name: 'moved', iotnode: a, http: { url: second.url, headers: { 'x-site': 'south' } } } });
+  assert.is(moved.status, 200, moved.text);
+  assert.equal(moved.body, { _id: id, name: 'moved', iotnode: a, http: { url: second.url, headers: { 'x-site': 'south' } } });
+  await publish(c, `${ROOT}/a`, { replaced: 1 });
+  await eventually(async () => second.received.some((x) => x.body.diff.replaced === 1), 10_000, 'the new URL to get the change');
+  const got = second.received.find((x) => x.body.diff.replaced === 1)!;
+  assert.is(got.headers.authorization, 'Bearer one', 'a left-out Authorization is kept');
+  assert.is(got.headers['x-site'], 'south');
+  assert.not.ok(first.received.some((x) => x.body.diff?.replaced === 1));
+
+  assert.is((await t.call('PUT', `/api/channels/${id}`, { body: { iotnode: a, http: { url: second.url, headers: { authorization: 'Bearer two' } } } })).status, 200);
+  await publish(c, `${ROOT}/a`, { replaced: 2 });
+  await eventually(async () => second.received.some((x) => x.body.diff.replaced === 2), 10_000, 'the second change');
+  assert.is(second.received.find((x) => x.body.diff.replaced === 2)!.headers.authorization, 'Bearer two');
+  assert.not.match(JSON.stringify((await t.call('GET', `/api/channels/${id}`)).body), /Bearer/);
+
+  const retarget = await t.call('PUT', `/api/channels/${id}`, { body: { iotnode: b, http: { url: second.url } } });
+  assert.is(retarget.status, 422);
+  assert.match(retarget.text, /^ERR - iotnode cannot change/);
+  const reprotocol = await t.call('PUT', `/api/channels/${id}`, { body: { iotnode: a, mqtt: { type: 'keycloakUser', recipient: user.id } } });
+  assert.is(reprotocol.status, 422);
+  assert.match(reprotocol.text, /^ERR - mqtt cannot replace http/);
+  assert.is((await t.call('PUT', `/api/channels/${id}`, { token: user.token, body: { iotnode: a, http: { url: second.url } } })).status, 403);
+  assert.is((await t.call('PUT', '/api/channels/ffffffffffffffffffffffff', { body: { iotnode: a, http: { url: second.url } } })).status, 404);
+
+  // The read model: a replacement applied again changes nothing.
+  const events = await t.platform.deps.store.readStream(`channel-${id}`);
+  const last = events.filter((e) => e.type === 'ChannelReplaced').at(-1)!;
+  const row = async (db: Kysely<Database> | Transaction<Database>) => (await sql<{ row: unknown }>`SELECT to_jsonb(c) AS row FROM channels c WHERE id = ${id}`.execute(db)).rows[0]!.row;
+  const once = await row(t.platform.deps.db);
+  await t.platform.deps.db.transaction().execute(async (tx) => {
+    await channelsProjection.apply(tx, [last]);
+    assert.equal(await row(tx), once);
+  });
+
+  await c.endAsync();
+  await t.call('DELETE', `/api/channels/${id}`);
+  await Promise.all([first.close(), second.close()]);
 });
 
 channels('when device groups are listed, then each caller sees the groups it may read, ordered by name, with their devices', async ({ t, user, a, b }) => {
