@@ -259,10 +259,13 @@ pages('given a device named in HTML and a trail widget whose alias is HTML, when
   await page.getByRole('link', { name: 'Map' }).click();
   const markers = page.getByRole('region', { name: 'Map of devices and geofences' }).locator('path.leaflet-interactive[d*="a"]');
   await markers.nth(1).waitFor();
+  // Markers come in as the map's devices load: hover them all again until the device's tooltip has shown.
   const seen: string[] = [];
-  for (let i = 0; i < (await markers.count()); i++) {
-    await markers.nth(i).hover({ force: true });
-    seen.push(...(await tooltip.allInnerTexts()));
+  for (const until = Date.now() + 15_000; !seen.includes(name) && Date.now() < until; ) {
+    for (let i = 0; i < (await markers.count()); i++) {
+      await markers.nth(i).hover({ force: true });
+      seen.push(...(await tooltip.allInnerTexts()));
+    }
   }
   assert.ok(seen.includes(name), JSON.stringify(seen));
   assert.is(await injected.count(), 0);
