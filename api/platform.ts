@@ -99,13 +99,51 @@ export function openDatabase(config: Config, log: Logger): { url: string; cluste
  * JIT compilation is off on every connection. The platform's statements are short reads and writes on
  * indexes, and the planner's row estimates for `es.events` by stream follow its largest streams (a
  * device's thousands of reports): a read of a few two-event streams was costed above JIT's threshold and
- * spent 5–8 ms compiling for 0.5 ms of work. An `options` parameter in DATABASE_URL replaces this one.
+ * spent 5–8 ms compiling for 0.5 ms of work.
+ *
+ * Every connection is also bounded on the server's side, so a transaction whose client is gone never
+ * outlives it by long: the server probes a silent client over TCP (5 s idle, then 3 probes 2 s apart, as
+ * the leadership connection does, so a vanished node's batch transaction ends with its locks), and ends a
+ * session that stays idle inside a transaction for `IDLE_IN_TRANSACTION_MS` (a client alive but stuck).
+ * No transaction of the platform waits on its client that long: each runs its statements back to back.
+ * The connections carry the node's name (`application_name`, `platform <name>`), so `pg_stat_activity`
+ * says whose they are. An `options` parameter in DATABASE_URL comes after these settings, so what it
+ * names wins.
  */
-export function openPool(url: string, max: number, log: Logger): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, options: '-c jit=off' });
+export function openPool(url: string, max: number, log: Logger, name = 'platform'): pg.Pool {
+  const { connectionString, options } = withOptions(url, `-c jit=off ${SERVER_KEEPALIVES}`);
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    options,
+    application_name: name.slice(0, 63),
+    idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 5000,
+  });
   pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
   pool.on('connect', (client) => client.on('error', (err) => log.warn({ err: err.message }, 'a database connection in use failed')));
   return pool;
+}
+
+/** How long a session may stay idle inside a transaction before the server ends it (and rolls the transaction back). */
+export const IDLE_IN_TRANSACTION_MS = 30_000;
+
+/** The server's TCP keepalives for a session: a client that vanished is found within about 11 s. */
+export const SERVER_KEEPALIVES = '-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3';
+
+/** The connection string without its `options` parameter, and `ours` followed by those options (the later setting wins). */
+function withOptions(url: string, ours: string): { connectionString: string; options: string } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return { connectionString: url, options: ours };
+  }
+  const theirs = parsed.searchParams.get('options');
+  if (theirs === null) return { connectionString: url, options: ours };
+  parsed.searchParams.delete('options');
+  return { connectionString: parsed.toString(), options: `${ours} ${theirs}` };
 }
 
 /** JWT_SECRET, or one generated on first start and kept in DATA_DIR. */
@@ -143,7 +181,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
   try {
     const database = openDatabase(config, log);
     started.push(() => database.cluster?.stop());
-    const pool = openPool(database.url, 20, log);
+    const pool = openPool(database.url, 20, log, `platform ${config.nodeName}`);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     started.push(() => db.destroy());
     await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
