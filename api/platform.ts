@@ -239,7 +239,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
         ]);
         const node = cluster?.health();
         const ready = dbUp && storeUp && projections.healthy && (node?.ready ?? true);
-        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked + (node?.parked ?? 0), ...(node ? { cluster: node.detail } : {}) } };
+        return { ready, degraded: (node?.degraded.length ?? 0) > 0, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked + (node?.parked ?? 0), ...(node ? { cluster: node.detail } : {}) } };
       },
     });
 

@@ -3394,10 +3394,15 @@ export interface components {
       /** @description An HS256 JWT; valid for TOKEN_TTL_SECONDS (default 3600 s). */
       token: string;
     };
-    /** @description Ready (200) when the database answers, the event store answers (EventStoreDB is probed; the PostgreSQL store lives in the database) and the projections are running. */
+    /**
+     * @description Ready (200) when the database answers, the event store answers (EventStoreDB is probed; the PostgreSQL store
+     * lives in the database) and the projections are running. A node of a cluster whose Redis is away still serves
+     * (REST, ingest and the read models work without Redis): 200 with `status` `degraded`, and `cluster.waitingFor`
+     * naming Redis.
+     */
     Health: {
       /** @enum {string} */
-      status?: "ok" | "starting";
+      status?: "ok" | "degraded" | "starting";
       database?: boolean;
       eventStore?: {
         /** @enum {string} */
