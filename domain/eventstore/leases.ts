@@ -192,7 +192,8 @@ export class Leases {
     const entry = this.entries.get(part);
     if (!entry) return;
     this.entries.delete(part);
-    await entry.busy;
+    // A take under way, then the `lead` it started, if any.
+    while (entry.busy) await entry.busy;
     if (entry.fence) {
       entry.fence.abort();
       entry.fence = null;
@@ -330,14 +331,26 @@ export class Leases {
     entry.busy = busy;
   }
 
-  private async tryTake(entry: Entry): Promise<void> {
+  /**
+   * Takes the part if its lock is free. The part is busy from the call on, before anything is awaited: a
+   * registration and a heartbeat that both find it free take it once (the advisory lock is re-entrant on
+   * the one session, so a second take would succeed, lead the part twice and leave a lock held at stop).
+   */
+  private tryTake(entry: Entry): Promise<void> {
     const client = this.client;
-    if (!client || entry.fence || entry.busy || this.stopped) return;
+    if (!client || entry.fence || entry.busy || this.stopped) return Promise.resolve();
+    const taking = this.take(entry, client);
+    this.occupy(entry, taking);
+    return taking;
+  }
+
+  private async take(entry: Entry, client: pg.Client): Promise<void> {
     let epoch: string;
     try {
       const { rows } = await this.query<{ ok: boolean }>(client, 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [lockKey(entry.part)]);
       if (!rows[0]?.ok) return;
-      if (!this.entries.has(entry.part) || this.client !== client) {
+      // Unregistered, dropped or (by no path but this one) already led meanwhile: the lock taken again is given back.
+      if (!this.entries.has(entry.part) || this.client !== client || entry.fence) {
         await this.query(client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
         return;
       }
@@ -364,6 +377,11 @@ export class Leases {
       }
     } catch (err) {
       this.options.log.warn({ err: (err as Error).message, part: entry.part }, 'cluster: taking leadership failed; trying again');
+      return;
+    }
+    if (!this.entries.has(entry.part) || this.client !== client) {
+      // Unregistered while the epoch was raised (the lock is given back), or the connection, and the lock with it, is gone.
+      if (this.client === client) await this.query(client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
       return;
     }
     const fence = new EpochFence(entry.part, epoch, this.options.db, (f) => {
