@@ -48,6 +48,7 @@ import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { startCluster, type ClusterNode } from './cluster.js';
+import { HttpDrain } from './drain.js';
 import { liveChannelRoutes } from './channels/live.js';
 import { createMetrics, metricsRoute , type Lagging } from './metrics.js';
 import { measuredStore } from '../domain/eventstore/measured.js';
@@ -162,7 +163,17 @@ export interface PlatformOptions {
   clock?: () => Date;
   /** How many stored QoS 1 messages ingest remembers in this process (tests make it small to see what a node does once it has forgotten one). */
   redeliveryMemory?: number;
+  /** How long a stop lets HTTP requests under way finish, and then the ingest pipeline store what it was given (`STOP_GRACE_MS`). */
+  stopGraceMs?: number;
+  /** Aborted: a start under way stops at its next step, stopping what it had started (a signal during start). */
+  signal?: AbortSignal;
 }
+
+/**
+ * How long a stop lets the HTTP requests under way finish (a REST write waits up to `PROJECTION_WAIT_MS` for the
+ * read models), and then the ingest pipeline store and acknowledge the messages it was given.
+ */
+export const STOP_GRACE_MS = 10_000;
 
 /** The composition root: every dependency is built and wired here, once. */
 export async function startPlatform(config: Config, log: Logger, options: PlatformOptions = {}): Promise<Platform> {
@@ -184,8 +195,11 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const pool = openPool(database.url, 20, log, `platform ${config.nodeName}`);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     started.push(() => db.destroy());
+    const step = () => options.signal?.throwIfAborted();
+    step();
     await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
     await migrateToLatest(db);
+    step();
 
     // Metrics only when someone may read them: without METRICS_TOKEN nothing is measured.
     const metrics = config.metricsToken ? createMetrics(log) : null;
@@ -214,10 +228,18 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const indexes = [ingest.registry.projection, translation.projection, principals.projection, externalBrokers.projection];
     const projections = cluster ? await cluster.runner(allProjections(), indexes) : new ProjectionRunner(store, db, [...allProjections(), ...indexes], log);
     started.push(() => projections.stop());
+    step();
     await projections.start();
+    step();
 
     const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals, cluster: cluster?.subscribers ?? null };
     await bootstrapAdmin(deps);
+    step();
+
+    // The HTTP server, with what lets a stop finish the requests under way (`HttpDrain`) ahead of the application.
+    // 64 KiB of headers: a geoquery ring of 1,000 positions (the documented cap) fits in the query string.
+    const server: Server = createServer({ maxHeaderSize: MAX_HEADER_BYTES });
+    const front = new HttpDrain(server);
 
     const openapi = loadOpenApi();
     const integrations = integrationRoutes(deps, ingest);
@@ -238,21 +260,18 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
           store.kind === 'postgres' ? Promise.resolve(true) : within(store.readAll({ limit: 1 })),
         ]);
         const node = cluster?.health();
-        const ready = dbUp && storeUp && projections.healthy && (node?.ready ?? true);
-        return { ready, degraded: (node?.degraded.length ?? 0) > 0, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked + (node?.parked ?? 0), ...(node ? { cluster: node.detail } : {}) } };
+        const ready = dbUp && storeUp && projections.healthy && (node?.ready ?? true) && !front.stopping;
+        return { ready, stopping: front.stopping, degraded: (node?.degraded.length ?? 0) > 0, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked + (node?.parked ?? 0), ...(node ? { cluster: node.detail } : {}) } };
       },
     });
 
-    // 64 KiB of headers: a geoquery ring of 1,000 positions (the documented cap) fits in the query string.
-    const server: Server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, app);
+    server.on('request', app);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(config.port, () => resolve());
     });
-    started.push(() => {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    });
+    // At a stop, after the front door below has drained and the reactors have stopped: the connections left are cut.
+    started.push(() => front.close());
     started.push(() => ingest.stop());
     const tls = config.mqttTls && { port: config.mqttTls.port, cert: readFileSync(config.mqttTls.certFile, 'utf8'), key: readFileSync(config.mqttTls.keyFile, 'utf8') };
     const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock, sessions: sessionLimits(config), stallMs: config.mqttDrainTimeoutSeconds * 1000, ...(cluster ? { backends: cluster.redis.backends, sync: () => projections.sync(config.projectionWaitMs) } : {}) });
@@ -282,8 +301,18 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       started.push(() => reactor.stop());
       await reactor.start();
     }
-    // First at a stop: while Redis is away, a reactor's publish and the broker's close would wait for it.
+    // At a stop, after the front door: while Redis is away, a reactor's publish and the broker's close would wait for it.
     if (cluster) started.push(() => cluster.redis.letGo());
+    // First at a stop, the front door, while everything behind it still runs: health answers 503 `stopping`, HTTP
+    // takes no new connection and the requests under way finish (up to the grace); then the broker takes no new
+    // connection or PUBLISH, and what the ingest pipeline was given is stored and acknowledged on the open connections.
+    const graceMs = options.stopGraceMs ?? STOP_GRACE_MS;
+    started.push(async () => {
+      log.info('stopping: HTTP answers the requests under way and takes no new ones; health answers 503');
+      const cut = await front.drain(Date.now() + graceMs);
+      if (cut) log.warn({ requests: cut, graceMs }, 'stopping: HTTP requests still under way at the end of the grace are cut');
+      if (!(await ingest.drain(Date.now() + graceMs))) log.warn({ graceMs }, 'stopping: the ingest pipeline did not store everything within the grace; those publishers send again');
+    });
     metrics?.follow({
       sandbox: () => sandbox.stats(),
       calculations: () => calculations.windowStats(),

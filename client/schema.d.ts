@@ -3398,11 +3398,11 @@ export interface components {
      * @description Ready (200) when the database answers, the event store answers (EventStoreDB is probed; the PostgreSQL store
      * lives in the database) and the projections are running. A node of a cluster whose Redis is away still serves
      * (REST, ingest and the read models work without Redis): 200 with `status` `degraded`, and `cluster.waitingFor`
-     * naming Redis.
+     * naming Redis. From the start of a stop (SIGTERM) it answers 503 with `status` `stopping`.
      */
     Health: {
       /** @enum {string} */
-      status?: "ok" | "degraded" | "starting";
+      status?: "ok" | "degraded" | "starting" | "stopping";
       database?: boolean;
       eventStore?: {
         /** @enum {string} */
