@@ -52,6 +52,8 @@ import { HttpDrain } from './drain.js';
 import { liveChannelRoutes } from './channels/live.js';
 import { createMetrics, metricsRoute , type Lagging } from './metrics.js';
 import { measuredStore } from '../domain/eventstore/measured.js';
+import { readsHeldBackBy } from '../domain/eventstore/horizon.js';
+import type { CheckpointedSubscriber, Lag, SubscriberState } from '../domain/eventstore/subscriber.js';
 import { ruleRoutes } from './rules/routes.js';
 import { deviceCommands } from './commands/send.js';
 import { RulesReactor } from '../reactors/rules/index.js';
@@ -65,6 +67,12 @@ import { auditRoutes } from './audit/routes.js';
 
 /** How long health waits for the database (and EventStoreDB) to answer before it reports them down. */
 const HEALTH_CHECK_MS = 2000;
+/** How long one measurement of the subscribers' lag serves health (a load balancer, and several, may ask often). */
+const LAG_REUSE_MS = 1000;
+/** The store's reads held back by one transaction for this long are named in health and the log. */
+const HELD_BACK_SECONDS = 5;
+/** How often the log is told about a transaction holding the store's reads back. */
+const HORIZON_CHECK_MS = 5000;
 
 export interface Platform {
   deps: Deps;
@@ -145,6 +153,12 @@ function withOptions(url: string, ours: string): { connectionString: string; opt
   if (theirs === null) return { connectionString: url, options: ours };
   parsed.searchParams.delete('options');
   return { connectionString: parsed.toString(), options: `${ours} ${theirs}` };
+}
+
+/** What `work` gives within `ms`; null when it fails or takes longer. */
+function settledWithin<T>(work: Promise<T>, ms: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([work.catch(() => null), new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)))]).finally(() => clearTimeout(timer));
 }
 
 /** JWT_SECRET, or one generated on first start and kept in DATA_DIR. */
@@ -241,6 +255,38 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const server: Server = createServer({ maxHeaderSize: MAX_HEADER_BYTES });
     const front = new HttpDrain(server);
 
+    // Every follower of the log this process runs (the projection runner, then each reactor as it starts), for health.
+    const followers: CheckpointedSubscriber<Database>[] = [projections.subscriber];
+    let lastLag: { at: number; states: Promise<Record<string, SubscriberState & { lag?: Lag }>> } | null = null;
+    /** Each follower's state, with its lag where it runs here; a lag the store does not give within `HEALTH_CHECK_MS` is left out. */
+    const subscriberStates = () => {
+      if (lastLag && Date.now() - lastLag.at < LAG_REUSE_MS) return lastLag.states;
+      const states = Promise.all(
+        followers.map(async (f) => {
+          const state = f.state();
+          const lag = state.role === 'leading' ? await settledWithin(f.lag(), HEALTH_CHECK_MS) : null;
+          return [f.name, { ...state, ...(lag ? { lag: { events: lag.events, seconds: Math.round(lag.seconds * 10) / 10 } } : {}) }] as const;
+        }),
+      ).then((entries) => Object.fromEntries(entries));
+      lastLag = { at: Date.now(), states };
+      return states;
+    };
+    // The PostgreSQL store's reads stop before the oldest transaction still open on the server: one left open holds every follower back.
+    const heldBack = () => (store.kind === 'postgres' ? settledWithin(readsHeldBackBy(db, HELD_BACK_SECONDS), HEALTH_CHECK_MS) : Promise.resolve(null));
+    if (store.kind === 'postgres') {
+      let told: string | null = null;
+      const watch = setInterval(() => {
+        readsHeldBackBy(db, HELD_BACK_SECONDS).then((holder) => {
+          const who = holder && `${holder.pid ?? holder.prepared}`;
+          if (holder && who !== told) log.warn({ holder }, 'the event store\'s reads are held back by a transaction left open on the PostgreSQL server: the read models and the reactors wait for it to end');
+          else if (!holder && told) log.info('the event store\'s reads go on: the transaction that held them back has ended');
+          told = who;
+        }, () => undefined);
+      }, HORIZON_CHECK_MS);
+      watch.unref();
+      started.push(() => clearInterval(watch));
+    }
+
     const openapi = loadOpenApi();
     const integrations = integrationRoutes(deps, ingest);
     const app = createApp(deps, openapi, {
@@ -254,14 +300,28 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
         // HEALTH_CHECK_MS, so health always answers and says what the node waits for.
         const within = (check: Promise<unknown>) =>
           Promise.race([check.then(() => true, () => false), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), HEALTH_CHECK_MS).unref())]);
-        const [dbUp, storeUp] = await Promise.all([
+        const [dbUp, storeUp, subscribers, holder] = await Promise.all([
           within(sql`SELECT 1`.execute(db)),
           // The PostgreSQL store lives in the same database; EventStoreDB is a server of its own.
           store.kind === 'postgres' ? Promise.resolve(true) : within(store.readAll({ limit: 1 })),
+          subscriberStates(),
+          heldBack(),
         ]);
         const node = cluster?.health();
         const ready = dbUp && storeUp && projections.healthy && (node?.ready ?? true) && !front.stopping;
-        return { ready, stopping: front.stopping, degraded: (node?.degraded.length ?? 0) > 0, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked + (node?.parked ?? 0), ...(node ? { cluster: node.detail } : {}) } };
+        return {
+          ready,
+          stopping: front.stopping,
+          degraded: (node?.degraded.length ?? 0) > 0,
+          detail: {
+            database: dbUp,
+            eventStore: { kind: store.kind, up: storeUp, ...(holder ? { readsHeldBackBy: holder } : {}) },
+            projections: projections.healthy,
+            parkedEvents: projections.parked + (node?.parked ?? 0),
+            subscribers,
+            ...(node ? { cluster: node.detail } : {}),
+          },
+        };
       },
     });
 
@@ -300,6 +360,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     for (const reactor of reactors) {
       started.push(() => reactor.stop());
       await reactor.start();
+      if ('subscriber' in reactor && reactor.subscriber) followers.push(reactor.subscriber);
     }
     // At a stop, after the front door: while Redis is away, a reactor's publish and the broker's close would wait for it.
     if (cluster) started.push(() => cluster.redis.letGo());
