@@ -28,7 +28,8 @@ export interface Routes {
   /** The control panel, served at `/` before authentication (its pages are public; its data comes from the API). */
   panel?: express.Router;
   /** True when the platform is ready to serve (database, event store and projections up). */
-  health: () => Promise<{ ready: boolean; detail: Record<string, unknown> }>;
+  /** `ready`: 200, `ok` (or `degraded` while something it can serve without is away); otherwise 503 `starting` (`stopping` during a stop). */
+  health: () => Promise<{ ready: boolean; degraded?: boolean; stopping?: boolean; detail: Record<string, unknown> }>;
   /** `GET /metrics`, answered before authentication (it has a token of its own), and the request timer when metrics are on. */
   metrics?: { route: RequestHandler; requests: Metrics['http'] | null };
 }
@@ -72,8 +73,8 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   });
   app.use('/api/docs', docsFiles, swaggerUi.serve, swaggerUi.setup(undefined, { swaggerUrl: '/api/openapi.json', customSiteTitle: 'Device platform API' }));
   app.get('/api/health', async (_req, res) => {
-    const { ready, detail } = await routes.health();
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ok' : 'starting', ...detail });
+    const { ready, degraded, stopping, detail } = await routes.health();
+    res.status(ready ? 200 : 503).json({ status: stopping ? 'stopping' : ready ? (degraded ? 'degraded' : 'ok') : 'starting', ...detail });
   });
 
   if (routes.panel) app.use(routes.panel);

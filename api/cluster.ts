@@ -28,7 +28,11 @@ export interface ClusterNode {
   subscribers: SubscriberCluster;
   /** The projection runner of this node, with the node's indexes following the log beside it. */
   runner(projections: Projection[], indexes: Projection[]): Promise<ProjectionRunner>;
-  health(): { ready: boolean; parked: number; detail: Record<string, unknown> };
+  /**
+   * `ready`: the node serves (a Redis outage leaves it serving: REST, ingest and the read models work
+   * without Redis); `degraded`: what it serves without, named, while Redis is away.
+   */
+  health(): { ready: boolean; degraded: string[]; parked: number; detail: Record<string, unknown> };
   stop(): Promise<void>;
 }
 
@@ -73,10 +77,12 @@ export async function startCluster(config: Config, databaseUrl: string, db: Kyse
       const lease = leases.status();
       const waiting: string[] = [];
       if (!lease.connected) waiting.push(`PostgreSQL, for leadership (${lease.waiting ?? 'not connected'})`);
-      if (!redis.up) waiting.push(redis.waiting ?? 'Redis');
       if (indexes && !indexes.healthy) waiting.push('this node\'s indexes, whose last batch failed');
+      // Without Redis the node still serves REST, ingest and the read models: it stays in its load balancer.
+      const degraded = redis.up ? [] : [redis.waiting ?? 'Redis'];
       return {
         ready: waiting.length === 0,
+        degraded,
         parked: indexes?.parked ?? 0,
         detail: {
           node,
@@ -84,7 +90,7 @@ export async function startCluster(config: Config, databaseUrl: string, db: Kyse
           leading: lease.leading,
           standby: lease.standby,
           redis: redis.up,
-          ...(waiting.length ? { waitingFor: waiting } : {}),
+          ...(waiting.length + degraded.length ? { waitingFor: [...waiting, ...degraded] } : {}),
         },
       };
     },

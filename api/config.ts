@@ -72,7 +72,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     try {
       parsed = new URL(raw);
     } catch {
-      throw new ConfigError(`${name} must be a URL (${schemes.join('://, ')}://), got '${raw}'`);
+      throw new ConfigError(`${name} must be a URL (${schemes.join('://, ')}://), got '${withoutPassword(raw)}'`);
     }
     if (!schemes.includes(parsed.protocol.replace(/:$/, ''))) throw new ConfigError(`${name} must start with ${schemes.join('://, ')}://`);
     return raw;
@@ -124,6 +124,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mqttDrainTimeoutSeconds: int('MQTT_DRAIN_TIMEOUT_SECONDS', DEFAULT_STALL_MS / 1000, 1, 3600),
     outboundTargets,
   };
+}
+
+/**
+ * A URL as a message may show it: its userinfo (what stands between `://` and the last `@`, where a password
+ * is, even one with characters that keep the URL from parsing) masked, the user name before a `:` kept when it
+ * can be told apart. Configuration errors go to logs and terminals, which must never show a database's or Redis's password.
+ */
+export function withoutPassword(raw: string): string {
+  const m = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/)(.*)@/s.exec(raw);
+  if (!m) return raw;
+  const userinfo = m[2]!;
+  const colon = userinfo.indexOf(':');
+  const user = colon >= 0 ? userinfo.slice(0, colon) : userinfo;
+  // Userinfo without a colon may be a password alone (some clients read `redis://secret@host` so): masked whole.
+  const shown = colon >= 0 && !/[/?#@]/.test(user) ? `${user}:***` : '***';
+  return `${m[1]}${shown}@${raw.slice(m[0].length)}`;
 }
 
 /**

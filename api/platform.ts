@@ -50,9 +50,12 @@ import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { startCluster, type ClusterNode } from './cluster.js';
+import { HttpDrain } from './drain.js';
 import { liveChannelRoutes } from './channels/live.js';
 import { createMetrics, metricsRoute , type Lagging } from './metrics.js';
 import { measuredStore } from '../domain/eventstore/measured.js';
+import { readsHeldBackBy } from '../domain/eventstore/horizon.js';
+import type { CheckpointedSubscriber, Lag, SubscriberState } from '../domain/eventstore/subscriber.js';
 import { ruleRoutes } from './rules/routes.js';
 import { deviceCommands } from './commands/send.js';
 import { RulesReactor } from '../reactors/rules/index.js';
@@ -66,6 +69,12 @@ import { auditRoutes } from './audit/routes.js';
 
 /** How long health waits for the database (and EventStoreDB) to answer before it reports them down. */
 const HEALTH_CHECK_MS = 2000;
+/** How long one measurement of the subscribers' lag serves health (a load balancer, and several, may ask often). */
+const LAG_REUSE_MS = 1000;
+/** The store's reads held back by one transaction for this long are named in health and the log. */
+const HELD_BACK_SECONDS = 5;
+/** How often the log is told about a transaction holding the store's reads back. */
+const HORIZON_CHECK_MS = 5000;
 
 export interface Platform {
   deps: Deps;
@@ -101,13 +110,57 @@ export function openDatabase(config: Config, log: Logger): { url: string; cluste
  * JIT compilation is off on every connection. The platform's statements are short reads and writes on
  * indexes, and the planner's row estimates for `es.events` by stream follow its largest streams (a
  * device's thousands of reports): a read of a few two-event streams was costed above JIT's threshold and
- * spent 5–8 ms compiling for 0.5 ms of work. An `options` parameter in DATABASE_URL replaces this one.
+ * spent 5–8 ms compiling for 0.5 ms of work.
+ *
+ * Every connection is also bounded on the server's side, so a transaction whose client is gone never
+ * outlives it by long: the server probes a silent client over TCP (5 s idle, then 3 probes 2 s apart, as
+ * the leadership connection does, so a vanished node's batch transaction ends with its locks), and ends a
+ * session that stays idle inside a transaction for `IDLE_IN_TRANSACTION_MS` (a client alive but stuck).
+ * No transaction of the platform waits on its client that long: each runs its statements back to back.
+ * The connections carry the node's name (`application_name`, `platform <name>`), so `pg_stat_activity`
+ * says whose they are. An `options` parameter in DATABASE_URL comes after these settings, so what it
+ * names wins.
  */
-export function openPool(url: string, max: number, log: Logger): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, options: '-c jit=off' });
+export function openPool(url: string, max: number, log: Logger, name = 'platform'): pg.Pool {
+  const { connectionString, options } = withOptions(url, `-c jit=off ${SERVER_KEEPALIVES}`);
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    options,
+    application_name: name.slice(0, 63),
+    idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 5000,
+  });
   pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
   pool.on('connect', (client) => client.on('error', (err) => log.warn({ err: err.message }, 'a database connection in use failed')));
   return pool;
+}
+
+/** How long a session may stay idle inside a transaction before the server ends it (and rolls the transaction back). */
+export const IDLE_IN_TRANSACTION_MS = 30_000;
+
+/** The server's TCP keepalives for a session: a client that vanished is found within about 11 s. */
+export const SERVER_KEEPALIVES = '-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3';
+
+/** The connection string without its `options` parameter, and `ours` followed by those options (the later setting wins). */
+function withOptions(url: string, ours: string): { connectionString: string; options: string } {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return { connectionString: url, options: ours };
+  }
+  const theirs = parsed.searchParams.get('options');
+  if (theirs === null) return { connectionString: url, options: ours };
+  parsed.searchParams.delete('options');
+  return { connectionString: parsed.toString(), options: `${ours} ${theirs}` };
+}
+
+/** What `work` gives within `ms`; null when it fails or takes longer. */
+function settledWithin<T>(work: Promise<T>, ms: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([work.catch(() => null), new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)))]).finally(() => clearTimeout(timer));
 }
 
 /** JWT_SECRET, or one generated on first start and kept in DATA_DIR. */
@@ -126,7 +179,17 @@ export interface PlatformOptions {
   clock?: () => Date;
   /** How many stored QoS 1 messages ingest remembers in this process (tests make it small to see what a node does once it has forgotten one). */
   redeliveryMemory?: number;
+  /** How long a stop lets HTTP requests under way finish, and then the ingest pipeline store what it was given (`STOP_GRACE_MS`). */
+  stopGraceMs?: number;
+  /** Aborted: a start under way stops at its next step, stopping what it had started (a signal during start). */
+  signal?: AbortSignal;
 }
+
+/**
+ * How long a stop lets the HTTP requests under way finish (a REST write waits up to `PROJECTION_WAIT_MS` for the
+ * read models), and then the ingest pipeline store and acknowledge the messages it was given.
+ */
+export const STOP_GRACE_MS = 10_000;
 
 /** The composition root: every dependency is built and wired here, once. */
 export async function startPlatform(config: Config, log: Logger, options: PlatformOptions = {}): Promise<Platform> {
@@ -145,11 +208,14 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
   try {
     const database = openDatabase(config, log);
     started.push(() => database.cluster?.stop());
-    const pool = openPool(database.url, 20, log);
+    const pool = openPool(database.url, 20, log, `platform ${config.nodeName}`);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     started.push(() => db.destroy());
+    const step = () => options.signal?.throwIfAborted();
+    step();
     await sql`CREATE EXTENSION IF NOT EXISTS postgis`.execute(db);
     await migrateToLatest(db);
+    step();
 
     // Metrics only when someone may read them: without METRICS_TOKEN nothing is measured.
     const metrics = config.metricsToken ? createMetrics(log) : null;
@@ -178,10 +244,50 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const indexes = [ingest.registry.projection, translation.projection, principals.projection, externalBrokers.projection];
     const projections = cluster ? await cluster.runner(allProjections(), indexes) : new ProjectionRunner(store, db, [...allProjections(), ...indexes], log);
     started.push(() => projections.stop());
+    step();
     await projections.start();
+    step();
 
     const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals, cluster: cluster?.subscribers ?? null, outbound: outboundFetch(config.outboundTargets) };
     await bootstrapAdmin(deps);
+    step();
+
+    // The HTTP server, with what lets a stop finish the requests under way (`HttpDrain`) ahead of the application.
+    // 64 KiB of headers: a geoquery ring of 1,000 positions (the documented cap) fits in the query string.
+    const server: Server = createServer({ maxHeaderSize: MAX_HEADER_BYTES });
+    const front = new HttpDrain(server);
+
+    // Every follower of the log this process runs (the projection runner, then each reactor as it starts), for health.
+    const followers: CheckpointedSubscriber<Database>[] = [projections.subscriber];
+    let lastLag: { at: number; states: Promise<Record<string, SubscriberState & { lag?: Lag }>> } | null = null;
+    /** Each follower's state, with its lag where it runs here; a lag the store does not give within `HEALTH_CHECK_MS` is left out. */
+    const subscriberStates = () => {
+      if (lastLag && Date.now() - lastLag.at < LAG_REUSE_MS) return lastLag.states;
+      const states = Promise.all(
+        followers.map(async (f) => {
+          const state = f.state();
+          const lag = state.role === 'leading' ? await settledWithin(f.lag(), HEALTH_CHECK_MS) : null;
+          return [f.name, { ...state, ...(lag ? { lag: { events: lag.events, seconds: Math.round(lag.seconds * 10) / 10 } } : {}) }] as const;
+        }),
+      ).then((entries) => Object.fromEntries(entries));
+      lastLag = { at: Date.now(), states };
+      return states;
+    };
+    // The PostgreSQL store's reads stop before the oldest transaction still open on the server: one left open holds every follower back.
+    const heldBack = () => (store.kind === 'postgres' ? settledWithin(readsHeldBackBy(db, HELD_BACK_SECONDS), HEALTH_CHECK_MS) : Promise.resolve(null));
+    if (store.kind === 'postgres') {
+      let told: string | null = null;
+      const watch = setInterval(() => {
+        readsHeldBackBy(db, HELD_BACK_SECONDS).then((holder) => {
+          const who = holder && `${holder.pid ?? holder.prepared}`;
+          if (holder && who !== told) log.warn({ holder }, 'the event store\'s reads are held back by a transaction left open on the PostgreSQL server: the read models and the reactors wait for it to end');
+          else if (!holder && told) log.info('the event store\'s reads go on: the transaction that held them back has ended');
+          told = who;
+        }, () => undefined);
+      }, HORIZON_CHECK_MS);
+      watch.unref();
+      started.push(() => clearInterval(watch));
+    }
 
     const openapi = loadOpenApi();
     const integrations = integrationRoutes(deps, ingest);
@@ -196,27 +302,38 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
         // HEALTH_CHECK_MS, so health always answers and says what the node waits for.
         const within = (check: Promise<unknown>) =>
           Promise.race([check.then(() => true, () => false), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), HEALTH_CHECK_MS).unref())]);
-        const [dbUp, storeUp] = await Promise.all([
+        const [dbUp, storeUp, subscribers, holder] = await Promise.all([
           within(sql`SELECT 1`.execute(db)),
           // The PostgreSQL store lives in the same database; EventStoreDB is a server of its own.
           store.kind === 'postgres' ? Promise.resolve(true) : within(store.readAll({ limit: 1 })),
+          subscriberStates(),
+          heldBack(),
         ]);
         const node = cluster?.health();
-        const ready = dbUp && storeUp && projections.healthy && (node?.ready ?? true);
-        return { ready, detail: { database: dbUp, eventStore: { kind: store.kind, up: storeUp }, projections: projections.healthy, parkedEvents: projections.parked + (node?.parked ?? 0), ...(node ? { cluster: node.detail } : {}) } };
+        const ready = dbUp && storeUp && projections.healthy && (node?.ready ?? true) && !front.stopping;
+        return {
+          ready,
+          stopping: front.stopping,
+          degraded: (node?.degraded.length ?? 0) > 0,
+          detail: {
+            database: dbUp,
+            eventStore: { kind: store.kind, up: storeUp, ...(holder ? { readsHeldBackBy: holder } : {}) },
+            projections: projections.healthy,
+            parkedEvents: projections.parked + (node?.parked ?? 0),
+            subscribers,
+            ...(node ? { cluster: node.detail } : {}),
+          },
+        };
       },
     });
 
-    // 64 KiB of headers: a geoquery ring of 1,000 positions (the documented cap) fits in the query string.
-    const server: Server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, app);
+    server.on('request', app);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(config.port, () => resolve());
     });
-    started.push(() => {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    });
+    // At a stop, after the front door below has drained and the reactors have stopped: the connections left are cut.
+    started.push(() => front.close());
     started.push(() => ingest.stop());
     const tls = config.mqttTls && { port: config.mqttTls.port, cert: readFileSync(config.mqttTls.certFile, 'utf8'), key: readFileSync(config.mqttTls.keyFile, 'utf8') };
     const broker = await ingest.start({ mqttPort: config.mqttPort, tls, httpServer: server, jwtSecret: deps.jwtSecret, metrics: metrics?.mqtt, clock: deps.clock, sessions: sessionLimits(config), stallMs: config.mqttDrainTimeoutSeconds * 1000, ...(cluster ? { backends: cluster.redis.backends, sync: () => projections.sync(config.projectionWaitMs) } : {}) });
@@ -247,9 +364,20 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     for (const reactor of reactors) {
       started.push(() => reactor.stop());
       await reactor.start();
+      if ('subscriber' in reactor && reactor.subscriber) followers.push(reactor.subscriber);
     }
-    // First at a stop: while Redis is away, a reactor's publish and the broker's close would wait for it.
+    // At a stop, after the front door: while Redis is away, a reactor's publish and the broker's close would wait for it.
     if (cluster) started.push(() => cluster.redis.letGo());
+    // First at a stop, the front door, while everything behind it still runs: health answers 503 `stopping`, HTTP
+    // takes no new connection and the requests under way finish (up to the grace); then the broker takes no new
+    // connection or PUBLISH, and what the ingest pipeline was given is stored and acknowledged on the open connections.
+    const graceMs = options.stopGraceMs ?? STOP_GRACE_MS;
+    started.push(async () => {
+      log.info('stopping: HTTP answers the requests under way and takes no new ones; health answers 503');
+      const cut = await front.drain(Date.now() + graceMs);
+      if (cut) log.warn({ requests: cut, graceMs }, 'stopping: HTTP requests still under way at the end of the grace are cut');
+      if (!(await ingest.drain(Date.now() + graceMs))) log.warn({ graceMs }, 'stopping: the ingest pipeline did not store everything within the grace; those publishers send again');
+    });
     metrics?.follow({
       sandbox: () => sandbox.stats(),
       calculations: () => calculations.windowStats(),

@@ -3469,17 +3469,62 @@ export interface components {
       /** @description An HS256 JWT; valid for TOKEN_TTL_SECONDS (default 3600 s), and only until the user's password is changed or reset. */
       token: string;
     };
-    /** @description Ready (200) when the database answers, the event store answers (EventStoreDB is probed; the PostgreSQL store lives in the database) and the projections are running. */
+    /**
+     * @description Ready (200) when the database answers, the event store answers (EventStoreDB is probed; the PostgreSQL store
+     * lives in the database) and the projections are running. A node of a cluster whose Redis is away still serves
+     * (REST, ingest and the read models work without Redis): 200 with `status` `degraded`, and `cluster.waitingFor`
+     * naming Redis. From the start of a stop (SIGTERM) it answers 503 with `status` `stopping`.
+     */
     Health: {
       /** @enum {string} */
-      status?: "ok" | "starting";
+      status?: "ok" | "degraded" | "starting" | "stopping";
       database?: boolean;
       eventStore?: {
         /** @enum {string} */
         kind?: "postgres" | "eventstoredb";
         up?: boolean;
+        /**
+         * @description Present while a transaction open for 5 s or more on the PostgreSQL server (in any of its databases)
+         * holds the store's reads back: no event committed after it began reaches the read models or the
+         * reactors until it ends.
+         */
+        readsHeldBackBy?: {
+          pid?: number | null;
+          database?: string | null;
+          user?: string | null;
+          application?: string | null;
+          state?: string | null;
+          /** @description A prepared transaction's name. */
+          prepared?: string;
+          /** @description How long the transaction has run. */
+          seconds?: number;
+        };
       };
+      /** @description The projection runner runs and its last batch did not fail. */
       projections?: boolean;
+      parkedEvents?: number;
+      /**
+       * @description Every follower of the event log this process runs: the projection runner (`read-models`) and each
+       * reactor, by name.
+       */
+      subscribers?: {
+        [key: string]: {
+          /**
+           * @description `standby`: another node of the cluster runs it.
+           * @enum {string}
+           */
+          role?: "leading" | "standby" | "stopped";
+          /** @description Runs as it should here: following the log, its last batch did not fail, and no batch has been under way for 10 s. */
+          up?: boolean;
+          /** @description Why not, when `up` is false. */
+          why?: string;
+          /** @description Where it runs here, how far behind the store it is (events stored it has not handled, and the age of the oldest). */
+          lag?: {
+            events?: number;
+            seconds?: number;
+          };
+        };
+      };
     };
     UserAttributes: {
       /**

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import type { Counter, Gauge } from 'prom-client';
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { Server as HttpServer } from 'node:http';
 import { Aedes, type AuthenticateError, type Client, type PublishPacket } from 'aedes';
 import { WebSocketServer, createWebSocketStream } from 'ws';
@@ -141,8 +141,23 @@ export interface Broker {
   publish(topic: string, payload: Buffer | string, qos?: 0 | 1): Promise<void>;
   /** Corks the connections subscribed to output topics; the returned function uncorks them. */
   holdConsumers(): () => void;
-  close(): Promise<void>;
+  /**
+   * The first step of a stop: no new connection is accepted, and a PUBLISH that arrives from here on is
+   * neither taken nor acknowledged (its client sends it again after it reconnects, to another node); the
+   * connections stay open, so what the pipeline still stores is acknowledged on them.
+   */
+  stopTaking(): void;
+  /** Resolves once what was written to the connections so far has left for the network, or at `deadline`. */
+  written(deadline: number): Promise<void>;
+  /**
+   * Ends every connection: each is closed from this side after what was written to it (a client reads its last
+   * acknowledgements, then the end), and cut at `deadline` if its client has not closed it by then.
+   */
+  close(deadline?: number): Promise<void>;
 }
+
+/** How long a stop waits for clients to close their connections once the broker has ended them. */
+const END_WAIT_MS = 2000;
 
 /** Errors the hooks already reported (refusals, failed batches); aedes reports them again as the error that closed the connection. */
 const reported = new WeakSet<Error>();
@@ -469,6 +484,10 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     });
   };
 
+  /** False from the start of a stop: publishes are held (`held`) instead of taken. */
+  let taking = true;
+  const held = new Set<(error?: Error | null) => void>();
+
   const limits = options.sessions ?? DEFAULT_SESSION_LIMITS;
   const store = options.backends?.sessions.store ?? new BoundedMemoryPersistence(limits.queue);
   keepOnlyAllowed(store, (client, topic) => maySubscribe(sessions.get(client as Client), topic));
@@ -479,6 +498,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     maxClientsIdLength: MAX_CLIENT_ID_BYTES,
     concurrency: DELIVERIES_IN_FLIGHT,
     preConnect(client, _packet, callback) {
+      if (!taking) return callback(refusal('the broker is stopping'), false);
       const ip = remoteOf(client);
       const now = Date.now();
       const b = buckets.get(ip) ?? { tokens: CONNECT_BURST, at: now };
@@ -543,6 +563,11 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
 
     authorizePublish(client, packet, callback) {
       metrics?.received.inc();
+      // Stopping: not taken, not acknowledged; answered with an error when the connection is ended (`close`).
+      if (!taking) {
+        held.add(callback);
+        return;
+      }
       const topic = packet.topic;
       const session = client ? sessions.get(client) : undefined;
       if (!client || !session) return callback(new Error('publish without a login'));
@@ -685,7 +710,14 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
 
   // TCP and TLS connections go the same way: the packet size guard, then aedes with its logins and topic rules.
   const stallMs = options.stallMs ?? DEFAULT_STALL_MS;
+  /** Every open connection, logged in or not yet (a stop ends each). */
+  const conns = new Set<Duplex>();
+  const track = (conn: Duplex) => {
+    conns.add(conn);
+    conn.once('close', () => conns.delete(conn));
+  };
   const serve = (transport: 'tcp' | 'tls') => (socket: Socket) => {
+    track(socket);
     counted(transport, socket);
     guardPacketSize(socket);
     guardUnsent(socket, stallMs);
@@ -745,6 +777,7 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     wss = new WebSocketServer({ server: options.httpServer, path: '/mqtt', maxPayload: MAX_WS_MESSAGE_BYTES });
     wss.on('connection', (ws, req) => {
       const stream = createWebSocketStream(ws);
+      track(stream);
       counted('ws', ws);
       guardPacketSize(stream);
       guardUnsent(stream, stallMs);
@@ -752,6 +785,18 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       aedes.handle(stream, req);
     });
   }
+
+  let serversClosed: Promise<void> = Promise.resolve();
+  const connections = () => [...conns];
+  const stopTaking = () => {
+    if (!taking) return;
+    taking = false;
+    // No new connections; the servers' close callbacks come once the last connection has ended (`close`).
+    serversClosed = Promise.all([
+      new Promise<void>((resolve) => server.close(() => resolve())),
+      tlsServer ? new Promise<void>((resolve) => tlsServer!.close(() => resolve())) : Promise.resolve(),
+    ]).then(() => undefined);
+  };
 
   return {
     aedes,
@@ -769,16 +814,32 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         for (const c of conns) c.uncork();
       };
     },
-    async close() {
+    stopTaking,
+    async written(deadline) {
+      // The pipeline uncorks the connections it acknowledged on at the next turn of the event loop.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      const unsent = () => connections().filter((c) => !c.destroyed && c.writableLength > 0);
+      while (unsent().length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    },
+    async close(deadline = Date.now() + END_WAIT_MS) {
+      stopTaking();
       stopRevoking();
       await sessionKeeping.stop();
+      // Ended from this side after what was written: a client reads its last PUBACKs, then the end, and closes;
+      // cutting the connection instead could lose what it has not read yet.
+      const open = connections().filter((c) => !c.destroyed);
+      for (const c of open) c.end();
+      const until = Math.min(deadline, Date.now() + END_WAIT_MS);
+      while (open.some((c) => !c.destroyed) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+      for (const callback of held) callback(refusal('the platform is stopping'));
+      for (const c of connections()) c.destroy();
+      held.clear();
       await new Promise<void>((resolve) => aedes.close(() => resolve()));
       if (wss) {
         for (const c of wss.clients) c.terminate();
         await new Promise<void>((resolve) => wss!.close(() => resolve()));
       }
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      if (tlsServer) await new Promise<void>((resolve) => tlsServer!.close(() => resolve()));
+      await serversClosed;
     },
   };
 }

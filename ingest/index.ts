@@ -41,8 +41,27 @@ export interface Ingest {
    */
   external(m: { connectorId: string; clientId: string; topic: string; payload: Record<string, unknown>; hash: string; packetId?: number; dup: boolean; receivedAt: string }): Promise<void>;
   start(options: { mqttPort: number; httpServer?: HttpServer; jwtSecret: string; clock?: () => Date } & Pick<BrokerOptions, 'tls' | 'metrics' | 'sync' | 'backends' | 'sessions' | 'stallMs'>): Promise<Broker>;
-  stop(): Promise<void>;
+  /**
+   * The first step of a stop: the broker takes no new connection and no new PUBLISH; what the pipeline was
+   * given is stored and acknowledged on the connections, which stay open, by `deadline` at the latest.
+   * Answers false when the pipeline had not stored everything by then.
+   */
+  drain(deadline: number): Promise<boolean>;
+  /** Ends the MQTT connections (after what was written to them) and the pipeline (what it still holds is stored first, until `deadline`). */
+  stop(deadline?: number): Promise<void>;
 }
+
+/** How long a stop waits for the pipeline's last batch by default. */
+const STOP_WAIT_MS = 5000;
+
+/** Whether `work` settled by `deadline` (it goes on, unawaited, if not). */
+const within = (work: Promise<unknown>, deadline: number): Promise<boolean> => {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    work.then(() => true, () => true),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now())))),
+  ]).finally(() => clearTimeout(timer));
+};
 
 export async function createIngest(store: EventStore, db: Kysely<Database>, log: Logger, options: PipelineOptions = {}): Promise<Ingest> {
   const registry = new Registry();
@@ -95,10 +114,16 @@ export async function createIngest(store: EventStore, db: Kysely<Database>, log:
       purge.unref();
       return broker;
     },
-    async stop() {
+    async drain(deadline) {
+      ingest.broker?.stopTaking();
+      const drained = await within(pipeline.drain(), deadline);
+      await ingest.broker?.written(deadline);
+      return drained;
+    },
+    async stop(deadline = Date.now() + STOP_WAIT_MS) {
       if (purge) clearInterval(purge);
-      await ingest.broker?.close();
-      await pipeline.close();
+      await ingest.broker?.close(deadline);
+      if (!(await within(pipeline.close(), deadline))) log.warn('stopping: the ingest batch under way did not finish in time; its publishers send it again');
     },
   };
   return ingest;

@@ -195,11 +195,21 @@ export class IngestPipeline {
     return run;
   }
 
-  /** Stops taking messages and waits for the batch in flight. */
+  /**
+   * Stores what was submitted so far, in as many batches as it takes, without waiting for the linger
+   * (its publishers get their acknowledgements); messages submitted meanwhile are taken as usual.
+   */
+  async drain(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    do await this.exclusive(async () => this.flush());
+    while (this.pending.length);
+  }
+
+  /** Stops taking messages and stores every one taken (the batch in flight, then the rest). */
   async close(): Promise<void> {
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.exclusive(async () => this.flush());
+    await this.drain();
   }
 
   private schedule(ms: number): void {

@@ -516,7 +516,7 @@ if (isMain()) {
   const config = loadConfig();
   const log = pino({ level: config.logLevel });
   const database = openDatabase(config, log);
-  const pool = openPool(database.url, 4, log);
+  const pool = openPool(database.url, 4, log, 'platform rebuild');
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const store = versioned(config.eventstoreUrl ? createEsdbStore(config.eventstoreUrl) : createPostgresStore(pool));
   let code = 0;

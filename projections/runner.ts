@@ -59,6 +59,19 @@ export async function passSwapGate(tx: Transaction<any>): Promise<void> {
   await sql`SELECT pg_advisory_xact_lock_shared(hashtextextended(${SWAP_GATE}, 0))`.execute(tx);
 }
 
+/**
+ * The identities (OIDs) of `tables` as the transaction sees them now: a rebuild's swap replaces a table by
+ * another of the same name, so they change with every swap (and with any other drop and re-create). Read in
+ * a statement of its own after the gate, so it sees every swap that the gate waited for.
+ */
+async function tableIdentities(tx: Transaction<any>, tables: string[]): Promise<string> {
+  const { rows } = await sql<{ ids: string | null }>`
+    SELECT string_agg(c.relname || '=' || c.oid::text, ',' ORDER BY c.relname) AS ids
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relname = ANY(${tables}::text[]) AND n.nspname = ANY(current_schemas(false)) AND c.relkind IN ('r', 'p')`.execute(tx);
+  return rows[0]?.ids ?? '';
+}
+
 /** Taken by a rebuild inside its swap transaction: waits for the batch under way, then holds every later one. */
 export async function closeSwapGate(tx: Transaction<any>): Promise<void> {
   await sql`SELECT pg_advisory_xact_lock(hashtextextended(${SWAP_GATE}, 0))`.execute(tx);
@@ -89,6 +102,7 @@ export class ProjectionRunner {
     readonly name = READ_MODELS,
     private readonly cluster: RunnerCluster | null = null,
   ) {
+    this.remembering = projections.filter((p) => p.emptied);
     this.subscriber = new CheckpointedSubscriber<Database>({
       name,
       store,
@@ -100,6 +114,7 @@ export class ProjectionRunner {
       handle: async (batch, tx) => {
         // Waits while a rebuild swaps read models in, so no batch ever straddles the swap.
         await passSwapGate(tx!);
+        await this.forgetSwapped(tx!);
         for (const projection of this.projections) await projection.apply(tx!, batch);
         // Delivered to every node when (and only if) the batch commits.
         if (cluster) await notifyCheckpoint(tx!, name, batch[batch.length - 1]!.position.commit, batch[batch.length - 1]!.position.prepare);
@@ -115,6 +130,23 @@ export class ProjectionRunner {
         if (n === name && c && p) this.observe({ commit: BigInt(c), prepare: BigInt(p) });
       });
     }
+  }
+
+  /** The projections that remember what they wrote between batches (`emptied` forgets it), and the identities of their tables last seen. */
+  private readonly remembering: Projection[];
+  private tablesSeen: string | null = null;
+
+  /**
+   * A rebuild swapped new tables in since the last batch: the projections that remember rows of the old
+   * ones forget them, so nothing they remember of a replaced table (a document at a revision the rebuilt
+   * row also has) is written over the rebuilt rows.
+   */
+  private async forgetSwapped(tx: Transaction<Database>): Promise<void> {
+    if (this.remembering.length === 0) return;
+    const seen = await tableIdentities(tx, this.remembering.flatMap((p) => p.tables));
+    if (seen === this.tablesSeen) return;
+    for (const projection of this.remembering) projection.emptied!();
+    this.tablesSeen = seen;
   }
 
   /** The furthest checkpoint of the read models known here: applied by this node, or notified by the leader. */

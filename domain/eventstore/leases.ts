@@ -10,8 +10,13 @@ import type { Logger } from 'pino';
  * - **Mutual exclusion**: a part runs on the node holding its PostgreSQL
  *   advisory lock, taken on one dedicated connection per node. When a node
  *   dies its session ends and PostgreSQL releases its locks at once (a
- *   machine that vanishes is found dead by TCP keepalives within about 10 s).
- *   Standbys try to take each lock every `retryMs`.
+ *   machine that vanishes is found dead by TCP keepalives within about 10 s,
+ *   on this connection and on every one of its pool, so its batch
+ *   transactions end too). Standbys try to take each lock every `retryMs`.
+ *   A former leader's transaction that still holds the lease row once the
+ *   lock is free (its node hangs, or its connection still looks open to the
+ *   server) and has sat idle longer than a lock wait is ended by the node
+ *   that took the lock, after one raise of the epoch failed on it.
  * - **Fencing**: the node that takes a lock raises the part's `epoch` in
  *   `es.leases`. A part checks its epoch inside every batch transaction
  *   (`Fence.hold`, which also makes a new leader's raise wait for that
@@ -75,6 +80,8 @@ interface Entry {
   fence: EpochFence | null;
   /** A `lead` or `standDown` under way: nothing else happens to the part meanwhile. */
   busy: Promise<void> | null;
+  /** Raises of the epoch that failed in a row (a former leader's transaction held the row). */
+  failedRaises: number;
 }
 
 export interface LeasesStatus {
@@ -134,6 +141,8 @@ export class Leases {
   private stopped = false;
   private waiting: string | undefined = 'not connected yet';
   private readonly retryMs: number;
+  /** The server's process of the leadership connection (whose raises a former leader's transaction can hold back). */
+  private pid = 0;
 
   constructor(private readonly options: LeasesOptions) {
     this.retryMs = options.retryMs ?? 2000;
@@ -174,7 +183,7 @@ export class Leases {
   /** Runs `role` whenever this node leads `part`. Tried at once, then every `retryMs`. */
   register(part: string, role: LeaderRole): void {
     if (this.entries.has(part)) throw new Error(`${part} is registered twice`);
-    this.entries.set(part, { part, role, fence: null, busy: null });
+    this.entries.set(part, { part, role, fence: null, busy: null, failedRaises: 0 });
     if (!this.stopped && this.client) void this.tryTake(this.entries.get(part)!);
   }
 
@@ -183,7 +192,8 @@ export class Leases {
     const entry = this.entries.get(part);
     if (!entry) return;
     this.entries.delete(part);
-    await entry.busy;
+    // A take under way, then the `lead` it started, if any.
+    while (entry.busy) await entry.busy;
     if (entry.fence) {
       entry.fence.abort();
       entry.fence = null;
@@ -240,6 +250,7 @@ export class Leases {
       await client.connect();
       // The server finds a vanished node within about 10 s and releases its locks; a lock wait never outlasts a heartbeat.
       await client.query(`SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3; SET lock_timeout = '5s'; LISTEN ${CHANNEL}`);
+      this.pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     } catch (err) {
       client.removeAllListeners('end');
       client.on('error', () => undefined);
@@ -265,6 +276,29 @@ export class Leases {
     const result = this.queue.then(() => client.query<R>(text, values));
     this.queue = result.catch(() => undefined);
     return result;
+  }
+
+  /**
+   * Ends the sessions that hold the raise of `part` back on the leadership connection and have sat idle
+   * in their transaction for longer than a lock wait. This node holds the part's lock, so they belong to
+   * a node that no longer does: a batch whose node vanished (its lock connection found dead while that one
+   * still looks open to the server) or hangs. Their transaction rolls back; what it held is done again by
+   * the new leader.
+   */
+  private async endStaleHolders(client: pg.Client, part: string): Promise<void> {
+    const pid = this.pid;
+    if (this.client !== client || !pid) return;
+    try {
+      const { rows } = await sql<{ pid: number; application_name: string; idle: number }>`
+        SELECT pid, application_name, extract(epoch FROM now() - state_change)::float8 AS idle, pg_terminate_backend(pid) AS ended
+        FROM pg_stat_activity
+        WHERE pid = ANY(pg_blocking_pids(${pid}::int))
+          AND state IN ('idle in transaction', 'idle in transaction (aborted)')
+          AND state_change < now() - make_interval(secs => ${STALE_IDLE_SECONDS})`.execute(this.options.db);
+      if (rows.length) this.options.log.warn({ part, sessions: rows.map((r) => ({ pid: r.pid, application: r.application_name, idleSeconds: Math.round(r.idle) })) }, 'cluster: ended a former leader\'s transactions that held the lease back');
+    } catch (err) {
+      this.options.log.warn({ err: (err as Error).message, part }, 'cluster: could not end the transactions that hold the lease back');
+    }
   }
 
   private dropped(client: pg.Client, err: Error): void {
@@ -297,17 +331,32 @@ export class Leases {
     entry.busy = busy;
   }
 
-  private async tryTake(entry: Entry): Promise<void> {
+  /**
+   * Takes the part if its lock is free. The part is busy from the call on, before anything is awaited: a
+   * registration and a heartbeat that both find it free take it once (the advisory lock is re-entrant on
+   * the one session, so a second take would succeed, lead the part twice and leave a lock held at stop).
+   */
+  private tryTake(entry: Entry): Promise<void> {
     const client = this.client;
-    if (!client || entry.fence || entry.busy || this.stopped) return;
+    if (!client || entry.fence || entry.busy || this.stopped) return Promise.resolve();
+    const taking = this.take(entry, client);
+    this.occupy(entry, taking);
+    return taking;
+  }
+
+  private async take(entry: Entry, client: pg.Client): Promise<void> {
     let epoch: string;
     try {
       const { rows } = await this.query<{ ok: boolean }>(client, 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [lockKey(entry.part)]);
       if (!rows[0]?.ok) return;
-      if (!this.entries.has(entry.part) || this.client !== client) {
+      // Unregistered, dropped or (by no path but this one) already led meanwhile: the lock taken again is given back.
+      if (!this.entries.has(entry.part) || this.client !== client || entry.fence) {
         await this.query(client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
         return;
       }
+      // A former leader's transaction that still holds the row and has sat idle longer than a lock wait is ended
+      // (its node lost the lock, so it may not commit anyway), once a raise has already failed on it.
+      const watch = entry.failedRaises > 0 ? setTimeout(() => void this.endStaleHolders(client, entry.part), STALE_CHECK_MS) : null;
       try {
         const raised = await this.query<{ epoch: string }>(
           client,
@@ -317,13 +366,22 @@ export class Leases {
           [entry.part, this.options.node],
         );
         epoch = raised.rows[0]!.epoch;
+        entry.failedRaises = 0;
       } catch (err) {
         // The old leader's last transaction still holds the row (lock_timeout): let go and try again later.
+        entry.failedRaises++;
         await this.query(client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
         throw err;
+      } finally {
+        if (watch) clearTimeout(watch);
       }
     } catch (err) {
       this.options.log.warn({ err: (err as Error).message, part: entry.part }, 'cluster: taking leadership failed; trying again');
+      return;
+    }
+    if (!this.entries.has(entry.part) || this.client !== client) {
+      // Unregistered while the epoch was raised (the lock is given back), or the connection, and the lock with it, is gone.
+      if (this.client === client) await this.query(client, 'SELECT pg_advisory_unlock(hashtextextended($1, 0))', [lockKey(entry.part)]).catch(() => undefined);
       return;
     }
     const fence = new EpochFence(entry.part, epoch, this.options.db, (f) => {
@@ -352,6 +410,11 @@ export class Leases {
 }
 
 const lockKey = (part: string) => `platform-lease:${part}`;
+
+/** How long into a raise the sessions that hold it back are looked at. */
+const STALE_CHECK_MS = 1000;
+/** A session idle inside its transaction for longer than this (the raise's own lock wait) while it holds a lease row back is a former leader's, stuck or orphaned. */
+const STALE_IDLE_SECONDS = 5;
 
 /** The payload `NOTIFY`d with a checkpoint, inside the transaction that stores it. */
 export async function notifyCheckpoint(tx: Transaction<any>, name: string, commit: bigint, prepare: bigint): Promise<void> {

@@ -74,6 +74,16 @@ export interface Lag {
   seconds: number;
 }
 
+/** What a subscriber says of itself: where it runs, whether it does as it should, and why not. */
+export interface SubscriberState {
+  role: 'leading' | 'standby' | 'stopped';
+  up: boolean;
+  why?: string;
+}
+
+/** A batch under way for longer than this counts as stalled (waiting on a lock, or on a database that does not answer). */
+export const STALLED_MS = 10_000;
+
 /** How long the checkpoint of a side-effect subscriber may stay unsaved while its batches bring it nothing to do. */
 export const IDLE_SAVE_MS = 1000;
 
@@ -109,6 +119,20 @@ export class CheckpointedSubscriber<DB> {
   /** The position of the last batch done; null before the first. */
   get position(): Position | null {
     return this.at;
+  }
+
+  /**
+   * Whether it runs as it should here: a standby does (another node runs it); otherwise it must be
+   * following the log, its last batch must not have failed, and its batch under way, if any, must not
+   * have run for `STALLED_MS` or more. `why` says what is wrong.
+   */
+  state(now = Date.now()): SubscriberState {
+    const role = this.role;
+    if (role === 'standby') return { role, up: true };
+    if (this.subscription === null) return { role, up: false, why: role === 'stopped' ? 'stopped' : 'not following the log yet' };
+    if (this.lastError !== null) return { role, up: false, why: `its last batch failed: ${String((this.lastError as Error)?.message ?? this.lastError)}` };
+    if (this.busySince && now - this.busySince >= STALLED_MS) return { role, up: false, why: `a batch has been under way for ${Math.round((now - this.busySince) / 1000)} s` };
+    return { role, up: true };
   }
 
   /** Started, and the last batch did not fail; in a cluster, a standby is healthy too. */
@@ -173,8 +197,19 @@ export class CheckpointedSubscriber<DB> {
   /** Events set aside by this subscriber so far (in this process). */
   parked = 0;
   private failures = 0;
+  /** When the batch under way started (0: none). */
+  private busySince = 0;
 
   private async applyIsolating(batch: RecordedEvent[]): Promise<void> {
+    this.busySince = Date.now();
+    try {
+      await this.applyOrPark(batch);
+    } finally {
+      this.busySince = 0;
+    }
+  }
+
+  private async applyOrPark(batch: RecordedEvent[]): Promise<void> {
     try {
       await this.apply(batch);
       this.failures = 0;

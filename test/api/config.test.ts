@@ -54,6 +54,27 @@ for (const [name, value, words] of [
   });
 }
 
+for (const [env, password, shown] of [
+  [{ DATABASE_URL: 'postgres://platform:s3cr#et@db/platform' }, 's3cr#et', "DATABASE_URL must be a URL (postgres://, postgresql://), got 'postgres://platform:***@db/platform'"],
+  [{ DATABASE_URL: 'postgres://platform:s3cret@db:99999/platform' }, 's3cret', "got 'postgres://platform:***@db:99999/platform'"],
+  [{ REDIS_URL: 'redis://:hunter2@redis:6379x', DATABASE_URL: 'postgres://db/x', JWT_SECRET: 'x'.repeat(32) }, 'hunter2', "REDIS_URL must be a URL (redis://, rediss://), got 'redis://:***@redis:6379x'"],
+  [{ REDIS_URL: 'redis://hunter2@redis:6379x', DATABASE_URL: 'postgres://db/x', JWT_SECRET: 'x'.repeat(32) }, 'hunter2', "got 'redis://***@redis:6379x'"],
+  [{ EVENTSTORE_URL: 'esdb://admin:changeit@es:2113x?tls=false' }, 'changeit', "EVENTSTORE_URL must be a URL (esdb://, esdb+discover://), got 'esdb://admin:***@es:2113x?tls=false'"],
+  [{ DATABASE_URL: 'postgres://platform:pa/ss@word@db:x/platform' }, 'pa/ss@word', "got 'postgres://platform:***@db:x/platform'"],
+] as const) {
+  config(`when ${Object.keys(env)[0]} is a URL with a password that does not parse, then the message names the variable and shows the URL with its password masked`, () => {
+    let message = '';
+    try {
+      loadConfig(env);
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      message = (error as Error).message;
+    }
+    assert.ok(message.includes(shown), message);
+    assert.not.ok(message.includes(password), `the message shows no password: ${message}`);
+  });
+}
+
 config('when only one of ADMIN_USERNAME and ADMIN_PASSWORD is set, then start-up stops', () => {
   assert.throws(() => loadConfig({ ADMIN_USERNAME: 'root' }), /set together/);
 });

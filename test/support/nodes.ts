@@ -114,6 +114,19 @@ export class PlatformNode {
     }
   }
 
+  /** Polls the node's health until its body's `status` is `state` (`ok`, `degraded`, `starting`); a time-out names the last answer. */
+  async healthSays(state: string, ms: number): Promise<{ status: number; body: Record<string, any> }> {
+    let last = null as { status: number; body: Record<string, any> } | null;
+    try {
+      return await until(async () => {
+        last = await this.health();
+        return last.body.status === state ? last : null;
+      }, ms, `${this.name}'s health to say ${state}`);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; last answer: ${last ? `${last.status} ${JSON.stringify(last.body)}` : 'none'}`);
+    }
+  }
+
   /** The parts this node leads, as its health says. */
   async leading(): Promise<string[]> {
     const h = await this.health();
