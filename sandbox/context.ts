@@ -36,12 +36,12 @@ import {
   type EntryPoint,
   type ThrownError,
 } from './harness.js';
+import { MEMORY_LIMIT_BYTES } from './limits.js';
 import { preludeSource } from './prelude.js';
 import { storableText, type NonFinite } from './result.js';
 import { isRecord } from './values.js';
 
-/** Heap a translator may use, as the platform's limits promise. */
-export const MEMORY_LIMIT_BYTES = 16 * 1024 * 1024;
+export { MEMORY_LIMIT_BYTES } from './limits.js';
 /** Well under what the host's own stack can carry: QuickJS frames also use V8 stack for the WebAssembly calls. */
 export const MAX_STACK_BYTES = 128 * 1024;
 export const CALL_TIMEOUT_MS = 1000;
@@ -116,6 +116,16 @@ function at(location: { line?: number; column?: number }): string {
 }
 
 const INTERRUPTED: ThrownError = { name: 'InternalError', message: 'interrupted', stack: '' };
+
+/**
+ * Whether a run that began at `started` took longer than its deadline. The
+ * engine checks the deadline only between steps of JavaScript, so a native
+ * method's long loop can end after it without being interrupted: it timed
+ * out all the same, whatever it returned.
+ */
+function overran(started: number, timeoutMs: number): boolean {
+  return Date.now() - started > timeoutMs;
+}
 
 /** Maps what the engine threw to the error kinds callers log. */
 function classify(thrown: ThrownError, timedOut: boolean, logs: string[], timeoutMs: number): TranslatorError {
@@ -303,11 +313,13 @@ export class TranslatorContext {
       // The first run of the top level: it must finish, and define an entry point.
       arm(limits.timeoutMs);
       const installFn = context.getProp(harness, 'install');
+      const started = Date.now();
       const installed = callString(installFn, factory);
+      const late = timedOut.value || overran(started, limits.timeoutMs);
       installFn.dispose();
       factory.dispose();
-      if (typeof installed !== 'string') throw classify(installed, timedOut.value, [], limits.timeoutMs);
-      if (timedOut.value) throw classify(INTERRUPTED, true, [], limits.timeoutMs);
+      if (typeof installed !== 'string') throw classify(installed, late, [], limits.timeoutMs);
+      if (late) throw classify(INTERRUPTED, true, [], limits.timeoutMs);
       if (runtime.hasPendingJob()) {
         throw new TranslatorError('upload', 'the code leaves promise jobs pending; promises never settle here, its functions must be synchronous');
       }
@@ -340,10 +352,12 @@ export class TranslatorContext {
     const arg = context.newString(json);
     try {
       this.arm(this.limits.timeoutMs);
+      const started = Date.now();
       const outcome = context.callFunction(this.functions[entry], context.undefined, arg);
+      const late = this.timedOut || overran(started, this.limits.timeoutMs);
       if (outcome.error) {
         this.failed = true;
-        const timedOut = this.timedOut;
+        const timedOut = late;
         const thrown = timedOut ? INTERRUPTED : this.recover(() => describeHandle(context, outcome.error));
         release(outcome.error);
         throw classify(thrown ?? { name: 'Error', message: 'the engine failed', stack: '' }, timedOut, this.recoverLogs(), this.limits.timeoutMs);
@@ -351,8 +365,10 @@ export class TranslatorContext {
       text = context.getString(outcome.value);
       outcome.value.dispose();
       // An async function turns even the deadline's uncatchable interrupt
-      // into a rejected promise, so a call can return after timing out.
-      if (this.timedOut) {
+      // into a rejected promise, so a call can return after timing out; and
+      // a native loop runs past the deadline without the engine checking it
+      // (guards.ts bounds the ones known). Either way the call timed out.
+      if (late) {
         this.failed = true;
         throw classify(INTERRUPTED, true, this.logsOf(text), this.limits.timeoutMs);
       }
