@@ -96,10 +96,10 @@ export interface ContextLimits {
 const LOCATION = new RegExp(`${CODE_FILENAME.replace('.', '\\.')}:(\\d+)(?::(\\d+))?`);
 
 /** The place in the uploaded code; none when the engine pointed into the factory around it. */
-function locate(stack: string): { line?: number; column?: number } {
+function locate(stack: string, offset = CODE_LINE_OFFSET): { line?: number; column?: number } {
   const match = LOCATION.exec(stack);
   if (!match) return {};
-  const line = Number(match[1]) - CODE_LINE_OFFSET;
+  const line = Number(match[1]) - offset;
   if (line < 1) return {};
   return { line, ...(match[2] === undefined ? {} : { column: Number(match[2]) }) };
 }
@@ -295,11 +295,27 @@ export class TranslatorContext {
         if (typeof listed !== 'string') throw new Error(`sandbox harness failed: ${listed.name}: ${listed.message}`);
         globalNames = new Set(JSON.parse(listed) as string[]);
       }
+      // The code must be a whole program on its own before it is pasted
+      // into the factory's body (wrapCode): code that is not, such as
+      // `})(); })\nlet kept = [];\n(function () { return (function () {`,
+      // would close the factory early and keep its state outside it, across
+      // calls and devices. The engine's own parser decides, compiling the
+      // code alone as a script: then nothing in it can close what surrounds
+      // it. (Its Function constructor pastes a body between braces too.)
+      arm(limits.timeoutMs);
+      const alone = evaluate(code, CODE_FILENAME, true);
+      if (isThrown(alone)) {
+        const location = locate(alone.stack, 0);
+        if (alone.name === 'SyntaxError' && /^return not in a function/.test(alone.message)) {
+          throw new TranslatorError('upload', `the code returned from its top level; it must define its functions and not return${at(location)}`, location);
+        }
+        throw new TranslatorError('upload', `${alone.name}: ${alone.message}${at(location)}`, location);
+      }
+      alone.dispose();
       const wrapped = wrapCode(code, implicitGlobals(code, globalNames));
 
       // Compiling first tells syntax errors apart from a SyntaxError the
       // code's top level throws at run time.
-      arm(limits.timeoutMs);
       const compiledCode = evaluate(wrapped, CODE_FILENAME, true);
       if (isThrown(compiledCode)) {
         const location = locate(compiledCode.stack);

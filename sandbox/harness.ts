@@ -6,7 +6,8 @@
  * nothing host-side for translator code to reach.
  *
  * Isolation per call. The uploaded code is compiled once as the body of a
- * factory (see `wrapCode`), and every call runs a fresh instance of it, so
+ * factory (see `wrapCode`; the code is whole on its own, checked before), and
+ * every call runs a fresh instance of it, so
  * its top-level variables start over on each call. Everything the code could
  * write to that outlives a call is frozen here, once per context: the global
  * object and every built-in reachable from it (prototypes, constructors,
@@ -88,6 +89,8 @@ export const CODE_LINE_OFFSET = 1;
 /**
  * The uploaded code as the body of a factory: evaluating this source gives a
  * function that runs the code's top level afresh and returns its entry points.
+ * Only for code that compiles on its own as a script (context.ts checks it
+ * first): pasted as text, code that does not could close the factory early.
  */
 export function wrapCode(code: string, catchers: string[]): string {
   const declared = catchers.length > 0 ? `var ${catchers.join(', ')}; ` : '';
