@@ -2022,7 +2022,9 @@ export interface paths {
      * conversions), `unmapped`, and the examples with their expected data brought through the map. Nothing is
      * stored: review the proposal (`review` says what was guessed), change what needs changing and upload it with
      * `POST /api/translators`. Needs POST on `translator`. 422 when the YAML does not parse, or the code does not
-     * compile or defines no `decodeUplink`; 413 for code above 256 KiB.
+     * compile or defines no `decodeUplink`, when the YAML has more than 50 uplink or 50 downlink examples, or when
+     * the codec gives more values on them than the 500 fields a spec may declare; 413 for code above 256 KiB. The
+     * examples stop after 10 s in all, the rest noted in `review` as not run.
      */
     post: {
       requestBody: {
