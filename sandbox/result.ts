@@ -30,6 +30,8 @@ export interface Translation {
   warnings?: string[];
   /** Paths of the codec's data left out because neither the fieldMap nor the spec names them (`unmapped: drop`). */
   dropped?: string[];
+  /** The call left its context unfit for another (promise jobs pending): the result stands, the context is rebuilt. */
+  discarded?: true;
 }
 
 export const MAX_DEVICE_UPDATES = 1000;

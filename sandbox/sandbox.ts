@@ -289,7 +289,7 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
   }
 
   function makeProgram(key: string, compiled: Compiled, pool: ContextPool, defined: Entries): Program {
-    const run = async <T>(call: (context: TranslatorContext) => T): Promise<T> => {
+    const run = async <T extends { discarded?: true }>(call: (context: TranslatorContext) => T): Promise<T> => {
       const entry = entries.get(key);
       if (!entry || entry.pool !== pool) throw new Error(`translator ${key} was unloaded`);
       touch(key, entry);
@@ -297,10 +297,14 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
       const context = taken instanceof TranslatorContext ? taken : await taken;
       calls++;
       try {
-        return call(context);
+        const out = call(context);
+        // A context broken by a call that still returned (promise jobs left pending) is rebuilt all the same.
+        if (context.broken) out.discarded = true;
+        return out;
       } catch (error) {
         if (error instanceof TranslatorError && error.kind === 'timeout') timeouts++;
         else failures++;
+        if (error instanceof TranslatorError && context.broken) error.discarded = true;
         throw error;
       } finally {
         pool.giveBack(context);
