@@ -222,35 +222,43 @@ export const HARNESS_SOURCE = String.raw`(function () {
   }
 
   // NaN and undefined cannot cross as JSON, and the contract removes them from
-  // results; infinities are reported back so the host can name the key.
+  // results; infinities are reported back so the host can name the key. A
+  // field's value that is an object or a list is scrubbed as a codec's data is
+  // (JSON would write what it cannot hold in it as null).
   var nonFinite;
+  function report(path, value) {
+    if (!nonFinite) nonFinite = [];
+    nonFinite[nonFinite.length] = { path: path, value: value !== value ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity' };
+  }
   function clean(fields, prefix) {
     if (fields === null || typeof fields !== 'object' || isArray(fields)) return fields;
-    var names = keys(fields), i, value;
+    var names = keys(fields), out, i, name, value, next;
     for (i = 0; i < names.length; i++) {
-      value = fields[names[i]];
-      if (value === undefined || (typeof value === 'number' && !isFinite(value))) break;
-    }
-    // The common case: nothing to drop, so no copy.
-    if (i === names.length) return fields;
-    var out = {};
-    for (i = 0; i < names.length; i++) {
-      var name = names[i];
+      name = names[i];
       value = fields[name];
-      if (value === undefined || value !== value) continue;
-      if (typeof value === 'number' && !isFinite(value)) {
-        if (!nonFinite) nonFinite = [];
-        nonFinite[nonFinite.length] = { path: prefix + name, value: value > 0 ? 'Infinity' : '-Infinity' };
-        continue;
+      next = value;
+      if (typeof value === 'number') {
+        if (value - value !== 0) {
+          if (value === value) report(prefix + name, value);
+          next = undefined;
+        }
+      } else if (value !== null && typeof value === 'object') {
+        next = scrub(value, prefix + name, 1);
       }
-      put(out, name, value);
+      // The common case: nothing to drop, so no copy (JSON leaves undefined out by itself).
+      if (next !== value && !out) {
+        out = {};
+        for (var j = 0; j < i; j++) put(out, names[j], fields[names[j]]);
+      }
+      if (out && next !== undefined) put(out, name, next);
     }
-    return out;
+    return out || fields;
   }
 
-  // A codec's data is nested: NaN anywhere in it is dropped as from a result,
-  // and an infinity reported by its path. Copies only what it changes; paths
-  // are only built for what is reported or descended into.
+  // A codec's data is nested: NaN in it is dropped as from a result where a
+  // key can be left out, and reported where it cannot (a list keeps its
+  // places); an infinity is reported by its path anywhere. Copies only what
+  // it changes; paths are only built for what is reported or descended into.
   function at(path, array, name) {
     return array ? path + '[' + name + ']' : (path ? path + '.' : '') + name;
   }
@@ -262,10 +270,7 @@ export const HARNESS_SOURCE = String.raw`(function () {
       var name = array ? i : names[i], item = value[name], next = item;
       if (typeof item === 'number') {
         if (item - item !== 0) {
-          if (item === item) {
-            if (!nonFinite) nonFinite = [];
-            nonFinite[nonFinite.length] = { path: at(path, array, name), value: item > 0 ? 'Infinity' : '-Infinity' };
-          }
+          if (item === item || array) report(at(path, array, name), item);
           next = undefined;
         }
       } else if (item !== null && typeof item === 'object') {

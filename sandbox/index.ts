@@ -29,8 +29,9 @@
  * crosses only as JSON.
  *
  * Return contract: `{result?: {...}, additionalDeviceUpdates?: [{identifier, result}]}`.
- * Keys with undefined or NaN values are dropped from each `result`; every
- * other key must be in the spec with a value of its declared type (`null`
+ * Keys with undefined or NaN values are dropped from each `result` (and
+ * from objects inside it; NaN in a list, and an infinity anywhere, reject
+ * it); every other key must be in the spec with a value of its declared type (`null`
  * never is) and storable content (no NUL, no lone surrogate, at most
  * MAX_RESULT_DEPTH levels), or the whole translation is rejected with kind 'spec'.
  */

@@ -69,7 +69,8 @@ function checkFor(type: FieldType): Check {
     case 'string':
       return (v) => (typeof v === 'string' ? undefined : `expected string, got ${show(v)}`);
     case 'number':
-      return (v) => (typeof v === 'number' ? undefined : `expected number, got ${show(v)}`);
+      // Stored, an infinity would become null (JSON has none).
+      return (v) => (typeof v !== 'number' ? `expected number, got ${show(v)}` : Number.isFinite(v) ? undefined : `${v} is not a finite number`);
     case 'boolean':
       return (v) => (typeof v === 'boolean' ? undefined : `expected boolean, got ${show(v)}`);
     case 'date':
@@ -135,6 +136,7 @@ export function contentProblem(value: unknown, path: string, depth: number): str
     const problem = textProblem(value);
     return problem && `${path}: ${problem}`;
   }
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${path}: ${value} is not a finite number`;
   if (typeof value !== 'object' || value === null) return undefined;
   if (depth > MAX_RESULT_DEPTH) return `${path}: nests deeper than ${MAX_RESULT_DEPTH} levels`;
   if (Array.isArray(value)) {
