@@ -66,7 +66,7 @@ const RECOVERY_TIMEOUT_MS = 50;
 /** The slice of the WebAssembly global used here (the project's lib settings do not declare it). */
 interface WasmApi {
   compile(bytes: Uint8Array): Promise<object>;
-  Memory: new (descriptor: { initial: number; maximum: number }) => object;
+  Memory: new (descriptor: { initial: number; maximum: number }) => { buffer: ArrayBuffer };
 }
 const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
 
@@ -118,6 +118,17 @@ function at(location: { line?: number; column?: number }): string {
 const INTERRUPTED: ThrownError = { name: 'InternalError', message: 'interrupted', stack: '' };
 
 /**
+ * Whether the heap came to its limit in a run: the engine's memory grew
+ * during it (it grows only past its earlier peak), or is now close to its
+ * maximum. The evidence for a `null` thrown in that run being the engine's
+ * out-of-memory failure rather than the code's own `throw null`.
+ */
+function heapFilled(memory: { buffer: ArrayBuffer }, before: number): boolean {
+  const now = memory.buffer.byteLength;
+  return now > before || now >= MEMORY_MAX_PAGES * PAGE_BYTES * 0.9;
+}
+
+/**
  * Whether a run that began at `started` took longer than its deadline. The
  * engine checks the deadline only between steps of JavaScript, so a native
  * method's long loop can end after it without being interrupted: it timed
@@ -127,20 +138,29 @@ function overran(started: number, timeoutMs: number): boolean {
   return Date.now() - started > timeoutMs;
 }
 
-/** Maps what the engine threw to the error kinds callers log. */
-function classify(thrown: ThrownError, timedOut: boolean, logs: string[], timeoutMs: number): TranslatorError {
-  if (timedOut || (thrown.name === 'InternalError' && thrown.message === 'interrupted')) {
+/**
+ * Maps a failure to the error kinds callers log. The kinds with weight (a
+ * time-out, a memory failure: the context is discarded and the device takes a
+ * strike) come from facts, never from what the code threw: a time-out only
+ * from the host's own deadline (`timedOut`), a memory failure only from the
+ * engine (`thrown.engine`: the harness saw the engine raise it, or it failed
+ * outside the code's reach; `heapFull`: the heap grew to its limit in the call,
+ * for the `null` the engine throws when even its error cannot be allocated).
+ * An `InternalError('out of memory')` or a `throw null` of the code's own is a
+ * runtime failure like any throw.
+ */
+function classify(thrown: ThrownError, timedOut: boolean, logs: string[], timeoutMs: number, heapFull = false): TranslatorError {
+  if (timedOut) {
     return new TranslatorError('timeout', `timed out: the code did not finish within ${timeoutMs} ms`, { logs });
   }
   const location = locate(thrown.stack);
-  if (thrown.name === 'InternalError' && /out of memory/.test(thrown.message)) {
+  if (thrown.engine === true && thrown.name === 'InternalError' && /out of memory/.test(thrown.message)) {
     return new TranslatorError('memory', `out of memory: the translator exceeded its ${MEMORY_LIMIT_BYTES / 1024 / 1024} MiB heap${at(location)}`, { ...location, logs });
   }
-  // When even the error object cannot be allocated, the engine throws null.
-  if (thrown.name === 'Thrown value' && thrown.message === 'null') {
+  if (thrown.name === 'Thrown value' && thrown.message === 'null' && (heapFull || thrown.engine === true)) {
     return new TranslatorError('memory', `out of memory: the translator exceeded its ${MEMORY_LIMIT_BYTES / 1024 / 1024} MiB heap (the engine threw null)`, { logs });
   }
-  if (thrown.name === 'InternalError' && /stack overflow/.test(thrown.message)) {
+  if (thrown.engine === true && thrown.name === 'InternalError' && /stack overflow/.test(thrown.message)) {
     return new TranslatorError('memory', `stack overflow: recursion too deep${at(location)}`, { ...location, logs });
   }
   const message = `${thrown.name}: ${thrown.message}`.slice(0, 2000);
@@ -153,6 +173,7 @@ function asThrown(value: unknown): ThrownError {
     name: typeof value.name === 'string' ? value.name : 'Error',
     message: typeof value.message === 'string' ? value.message : String(value.message),
     stack: typeof value.stack === 'string' ? value.stack : '',
+    ...(value.engine === true ? { engine: true } : {}),
   };
 }
 
@@ -198,6 +219,8 @@ export class TranslatorContext {
 
   private constructor(
     private readonly runtime: QuickJSRuntime,
+    /** The context's own WebAssembly memory: it grows only when the heap needs more, and never shrinks. */
+    private readonly memory: { buffer: ArrayBuffer },
     private readonly context: QuickJSContext,
     private readonly harness: QuickJSHandle,
     private readonly functions: Record<EntryPoint, QuickJSHandle>,
@@ -226,12 +249,8 @@ export class TranslatorContext {
     if (Buffer.byteLength(code, 'utf8') > MAX_CODE_BYTES) {
       throw new TranslatorError('upload', `code is larger than ${MAX_CODE_BYTES / 1024} KiB`);
     }
-    const quickjs = await newQuickJSWASMModuleFromVariant(
-      newVariant(RELEASE_SYNC, {
-        wasmModule: await engineModule(),
-        wasmMemory: new wasm.Memory({ initial: ENGINE_INITIAL_PAGES, maximum: MEMORY_MAX_PAGES }),
-      }),
-    );
+    const memory = new wasm.Memory({ initial: ENGINE_INITIAL_PAGES, maximum: MEMORY_MAX_PAGES });
+    const quickjs = await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmModule: await engineModule(), wasmMemory: memory }));
     const runtime = quickjs.newRuntime();
     runtime.setMemoryLimit(MEMORY_LIMIT_BYTES);
     runtime.setMaxStackSize(MAX_STACK_BYTES);
@@ -324,28 +343,32 @@ export class TranslatorContext {
       compiledCode.dispose();
 
       const factory = evaluate(wrapped, CODE_FILENAME);
-      if (isThrown(factory)) throw classify(factory, timedOut.value, [], limits.timeoutMs);
+      if (isThrown(factory)) throw classify({ ...factory, engine: true }, timedOut.value, [], limits.timeoutMs);
 
       // The first run of the top level: it must finish, and define an entry point.
       arm(limits.timeoutMs);
       const installFn = context.getProp(harness, 'install');
       const started = Date.now();
+      const heapBefore = memory.buffer.byteLength;
       const installed = callString(installFn, factory);
       const late = timedOut.value || overran(started, limits.timeoutMs);
       installFn.dispose();
       factory.dispose();
-      if (typeof installed !== 'string') throw classify(installed, late, [], limits.timeoutMs);
+      // What fails outside the harness's catch is the engine's (all the code runs inside it).
+      if (typeof installed !== 'string') throw classify({ ...installed, engine: true }, late, [], limits.timeoutMs);
       if (late) throw classify(INTERRUPTED, true, [], limits.timeoutMs);
+      const outcome = JSON.parse(installed) as { entries?: boolean[]; threw?: unknown; logs?: unknown };
+      if (outcome.threw !== undefined) throw classify(asThrown(outcome.threw), false, asLogs(outcome.logs), limits.timeoutMs, heapFilled(memory, heapBefore));
       if (runtime.hasPendingJob()) {
         throw new TranslatorError('upload', 'the code leaves promise jobs pending; promises never settle here, its functions must be synchronous');
       }
-      const defined = JSON.parse(installed) as boolean[];
+      const defined = outcome.entries ?? [];
       const entries = Object.fromEntries(ENTRY_POINTS.map((name, i) => [name, defined[i] === true])) as Entries;
       if (!entries.translate && !entries.decodeUplink) {
         throw new TranslatorError('upload', 'the code defines no function named translate or decodeUplink');
       }
 
-      return new TranslatorContext(runtime, context, harness, functions, logsFn, limits, entries);
+      return new TranslatorContext(runtime, memory, context, harness, functions, logsFn, limits, entries);
     } catch (error) {
       abandon();
       throw error;
@@ -365,18 +388,23 @@ export class TranslatorContext {
     this.served++;
     const { context } = this;
     let text: string;
+    let heapBefore = 0;
     const arg = context.newString(json);
     try {
       this.arm(this.limits.timeoutMs);
       const started = Date.now();
+      heapBefore = this.memory.buffer.byteLength;
       const outcome = context.callFunction(this.functions[entry], context.undefined, arg);
       const late = this.timedOut || overran(started, this.limits.timeoutMs);
       if (outcome.error) {
+        // The harness catches whatever the code throws, so what fails outside
+        // it is the engine's (the deadline's interrupt, or a limit hit while
+        // the harness itself worked).
         this.failed = true;
         const timedOut = late;
         const thrown = timedOut ? INTERRUPTED : this.recover(() => describeHandle(context, outcome.error));
         release(outcome.error);
-        throw classify(thrown ?? { name: 'Error', message: 'the engine failed', stack: '' }, timedOut, this.recoverLogs(), this.limits.timeoutMs);
+        throw classify({ ...(thrown ?? { name: 'Error', message: 'the engine failed', stack: '' }), engine: true }, timedOut, this.recoverLogs(), this.limits.timeoutMs);
       }
       text = context.getString(outcome.value);
       outcome.value.dispose();
@@ -401,10 +429,10 @@ export class TranslatorContext {
     } finally {
       release(arg);
     }
-    return this.open(entry, text);
+    return this.open(entry, text, heapBefore);
   }
 
-  private open(entry: EntryPoint, json: string): Returned {
+  private open(entry: EntryPoint, json: string, heapBefore: number): Returned {
     if (json.length > MAX_RESULT_CHARS) {
       throw new TranslatorError('result', `the return value is larger than ${MAX_RESULT_CHARS / 1024} KiB as JSON`);
     }
@@ -422,7 +450,7 @@ export class TranslatorContext {
     const logs = asLogs(envelope.logs);
     if ('ok' in envelope) return { returned: envelope.ok, nonFinite: asNonFinite(envelope.nonFinite), logs };
     if ('threw' in envelope) {
-      const error = classify(asThrown(envelope.threw), false, logs, this.limits.timeoutMs);
+      const error = classify(asThrown(envelope.threw), false, logs, this.limits.timeoutMs, heapFilled(this.memory, heapBefore));
       // The engine's own limits leave it at the edge of its heap or stack; start afresh.
       if (error.kind !== 'runtime') this.failed = true;
       throw error;
@@ -433,6 +461,12 @@ export class TranslatorContext {
     }
     if ('unserializable' in envelope) {
       const thrown = asThrown(envelope.unserializable);
+      // Encoding a large result can exhaust the heap: that is the engine's failure, not the value's.
+      const failure = classify(thrown, false, logs, this.limits.timeoutMs, heapFilled(this.memory, heapBefore));
+      if (failure.kind === 'memory') {
+        this.failed = true;
+        throw failure;
+      }
       throw new TranslatorError('result', `the return value cannot be encoded as JSON: ${thrown.name}: ${thrown.message}`, { logs });
     }
     if ('missing' in envelope) {

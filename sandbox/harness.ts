@@ -39,6 +39,8 @@ export interface ThrownError {
   name: string;
   message: string;
   stack: string;
+  /** The engine raised it for one of its limits (heap, stack), as far as the harness can tell; never set for what the code made. */
+  engine?: boolean;
 }
 
 /** The entry points a translator's code may define, in the order the factory returns them. */
@@ -165,6 +167,39 @@ export const HARNESS_SOURCE = String.raw`(function () {
       enumerable: found.enumerable, configurable: false,
     });
   }
+  // ---- errors the engine raises for its limits, told apart from look-alikes ----
+
+  // The engine raises an InternalError when the heap or the stack runs out.
+  // Translator code can make one too (new InternalError('out of memory')),
+  // which must not pass for the engine's: the constructor, and Reflect.construct
+  // (which can give any error InternalError's prototype), mark what they make.
+  var isError = typeof ErrorCtor.isError === 'function' ? ErrorCtor.isError : function (value) { return value instanceof ErrorCtor; };
+  var madeByCode = new WeakSet(), internalProto;
+  if (typeof InternalError === 'function') {
+    var NativeInternalError = InternalError, nativeConstruct = Reflect.construct, applyFn = Reflect.apply;
+    internalProto = NativeInternalError.prototype;
+    var MadeInternalError = function InternalError(message) {
+      var error = new.target === undefined ? applyFn(NativeInternalError, undefined, arguments) : nativeConstruct(NativeInternalError, arguments, new.target);
+      madeByCode.add(error);
+      return error;
+    };
+    defineProperty(MadeInternalError, 'prototype', { value: internalProto, writable: false });
+    Object.setPrototypeOf(MadeInternalError, getPrototypeOf(NativeInternalError));
+    defineProperty(internalProto, 'constructor', { value: MadeInternalError });
+    defineProperty(global, 'InternalError', { value: MadeInternalError });
+    defineProperty(Reflect, 'construct', {
+      value: function construct(target, args) {
+        var made = applyFn(nativeConstruct, undefined, arguments);
+        if (isError(made)) madeByCode.add(made);
+        return made;
+      },
+    });
+  }
+  // Whether a thrown value is an error the engine raised for one of its limits.
+  function engineLimit(error) {
+    return internalProto !== undefined && isError(error) && getPrototypeOf(error) === internalProto && !madeByCode.has(error);
+  }
+
   ['constructor', 'toString', 'toLocaleString', 'valueOf'].forEach(function (name) { overridable(Object.prototype, name); });
   overridable(Function.prototype, 'toString');
   [Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError, AggregateError,
@@ -209,11 +244,13 @@ export const HARNESS_SOURCE = String.raw`(function () {
   function describe(error) {
     try {
       if (error instanceof ErrorCtor) {
-        return {
+        var described = {
           name: toString(error.name),
           message: toString(error.message),
           stack: typeof error.stack === 'string' ? error.stack : '',
         };
+        if (engineLimit(error)) described.engine = true;
+        return described;
       }
       return { name: 'Thrown value', message: show(error), stack: '' };
     } catch (e) {
@@ -442,7 +479,14 @@ export const HARNESS_SOURCE = String.raw`(function () {
     } catch (error) {
       return stringify({ threw: describe(error), logs: takeLogs() });
     }
-    return entry === 1 ? finishDecoded(returned) : entry === 0 ? finishTranslated(returned) : finish(returned, true);
+    // Reading the returned value runs the translator's code too (getters,
+    // toJSON, a Proxy's traps): what it throws is told apart here, like any
+    // throw, and never leaves the harness.
+    try {
+      return entry === 1 ? finishDecoded(returned) : entry === 0 ? finishTranslated(returned) : finish(returned, true);
+    } catch (error) {
+      return unserializable(error);
+    }
   }
 
   return {
@@ -450,9 +494,14 @@ export const HARNESS_SOURCE = String.raw`(function () {
     // which entry points it defines.
     install: function (compiled) {
       factory = compiled;
-      var entries = instantiate();
+      var entries;
+      try {
+        entries = instantiate();
+      } catch (error) {
+        return stringify({ threw: describe(error), logs: takeLogs() });
+      }
       takeLogs();
-      return stringify([typeof entries[0] === 'function', typeof entries[1] === 'function', typeof entries[2] === 'function']);
+      return stringify({ entries: [typeof entries[0] === 'function', typeof entries[1] === 'function', typeof entries[2] === 'function'] });
     },
     globals: function () { return stringify(ownKeys(global).filter(function (k) { return typeof k === 'string'; })); },
     call: function (argsJson) { return run(0, argsJson); },
