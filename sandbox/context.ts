@@ -117,6 +117,26 @@ function at(location: { line?: number; column?: number }): string {
 
 const INTERRUPTED: ThrownError = { name: 'InternalError', message: 'interrupted', stack: '' };
 
+/** Heap a context may keep beyond its size when built, from call to call, before it is replaced. */
+const RETAINED_LIMIT_BYTES = MEMORY_LIMIT_BYTES / 4;
+/** Calls between two measurements of the heap in a context whose memory has not grown. */
+const MEASURE_EVERY = 1000;
+
+const MEMORY_USED = /^memory used\s+\d+\s+(\d+)/m;
+
+/**
+ * The bytes the engine counts in use in its heap, from its own report (a
+ * walk of every object, about 160 µs); undefined when it cannot say.
+ */
+function heapInUse(runtime: QuickJSRuntime): number | undefined {
+  try {
+    const match = MEMORY_USED.exec(runtime.dumpMemoryUsage());
+    return match ? Number(match[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Whether the heap came to its limit in a run: the engine's memory grew
  * during it (it grows only past its earlier peak), or is now close to its
@@ -216,6 +236,10 @@ export class TranslatorContext {
   private timedOut = false;
   private failed = false;
   private served = 0;
+  /** Calls since the heap was last measured (see `keepsMemory`). */
+  private unmeasured = 0;
+  /** The heap in use and the engine's memory size once the context was built, before any call. */
+  private baseline = { used: 0, size: 0 };
 
   private constructor(
     private readonly runtime: QuickJSRuntime,
@@ -368,7 +392,9 @@ export class TranslatorContext {
         throw new TranslatorError('upload', 'the code defines no function named translate or decodeUplink');
       }
 
-      return new TranslatorContext(runtime, memory, context, harness, functions, logsFn, limits, entries);
+      const built = new TranslatorContext(runtime, memory, context, harness, functions, logsFn, limits, entries);
+      built.baseline = { used: heapInUse(runtime) ?? 0, size: memory.buffer.byteLength };
+      return built;
     } catch (error) {
       abandon();
       throw error;
@@ -429,7 +455,31 @@ export class TranslatorContext {
     } finally {
       release(arg);
     }
-    return this.open(entry, text, heapBefore);
+    try {
+      return this.open(entry, text, heapBefore);
+    } finally {
+      // Whatever the call gave, a context that keeps what its calls left behind is replaced.
+      if (!this.failed && this.keepsMemory(heapBefore)) this.failed = true;
+    }
+  }
+
+  /**
+   * Whether the heap holds more than RETAINED_LIMIT_BYTES beyond what it held
+   * when the context was built. A frozen realm keeps nothing of a call, but
+   * the libraries' own caches do (lodash memoizes every string path it
+   * parses, `_.get(obj, 'a.b')`), so one device's uplinks could fill the heap
+   * another device's call then runs out of. Measuring walks the whole heap
+   * (about 160 µs), so it is done after a call in which the engine's memory
+   * grew, after every call once it has grown past its size at creation (a
+   * heap that full is where another call runs short), and otherwise every
+   * MEASURE_EVERY calls.
+   */
+  private keepsMemory(heapBefore: number): boolean {
+    const size = this.memory.buffer.byteLength;
+    if (size <= heapBefore && size <= this.baseline.size && ++this.unmeasured < MEASURE_EVERY) return false;
+    this.unmeasured = 0;
+    const used = heapInUse(this.runtime);
+    return used === undefined || used - this.baseline.used > RETAINED_LIMIT_BYTES;
   }
 
   private open(entry: EntryPoint, json: string, heapBefore: number): Returned {

@@ -71,6 +71,26 @@ pool('given failures that cost the context and one that does not, when each is c
   assert.is((await program.decode({ hexEncoded: '', port: 5 })).discarded, true, 'promise jobs left pending cost the context, though the result stands');
 });
 
+pool('given a translator whose calls leave lodash caching long paths, when one device\'s uplinks have filled the heap with them, then the context is replaced before another device\'s uplink runs out of memory', async ({ sandbox }) => {
+  // lodash memoizes each string path _.get parses, in a cache of its own that outlives the call.
+  const program = await sandbox.load({
+    key: 'path-cache@1.0.0',
+    code: `function translate({ encodedData }) {
+      if (encodedData.port === 1) return { result: { calls: new Uint8Array(10 * 1024 * 1024).fill(1).length } };
+      _.get({}, 'k'.repeat(300000) + encodedData.port + '.x');
+      return { result: { calls: encodedData.port } };
+    }`,
+    spec: { calls: { type: 'number', unit: '', quantity: 'count' } },
+  });
+  const recycled: number[] = [];
+  for (let port = 10; port < 24; port++) {
+    const out = await program.decode({ hexEncoded: '', port });
+    if (out.discarded) recycled.push(port);
+  }
+  assert.ok(recycled.length >= 1, 'a context that kept megabytes from call to call was replaced');
+  assert.is((await program.decode({ hexEncoded: '', port: 1 })).result.calls, 10 * 1024 * 1024, "the other device's uplink has the heap it is promised");
+});
+
 pool('given a throw, when the next call comes, then the same context serves it, from the same starting state', async ({ program }) => {
   await decode(program);
   const before = program.stats();
