@@ -2096,7 +2096,9 @@ export interface paths {
      * conversions), `unmapped`, and the examples with their expected data brought through the map. Nothing is
      * stored: review the proposal (`review` says what was guessed), change what needs changing and upload it with
      * `POST /api/translators`. Needs POST on `translator`. 422 when the YAML does not parse, or the code does not
-     * compile or defines no `decodeUplink`; 413 for code above 256 KiB.
+     * compile or defines no `decodeUplink`, when the YAML has more than 50 uplink or 50 downlink examples, or when
+     * the codec gives more values on them than the 500 fields a spec may declare; 413 for code above 256 KiB. The
+     * examples stop after 10 s in all, the rest noted in `review` as not run.
      */
     post: {
       requestBody: {
@@ -4522,7 +4524,9 @@ export interface components {
     };
     /**
      * @description `loraAppServerQueueDownlink`: one downlink. `data` is the payload in hexadecimal (at most 242 bytes);
-     * instead of it, `object` is encoded by the device's translator (its `encodeDownlink`, docs/translators.md).
+     * instead of it, `object` is encoded by the device's translator (its `encodeDownlink`, docs/translators.md),
+     * and the downlink goes out on the port the codec returns with the bytes; `fPort` only when the codec returns
+     * none. `fPort` must be 1 to 223 either way (422 before the codec runs).
      * `confirmed` asks the device to acknowledge it; `reference` is a plain-text note kept with the item.
      */
     LoraQueueDownlinkData: {
@@ -4538,7 +4542,8 @@ export interface components {
     NoCommandData: Record<string, unknown>;
     /**
      * @description The generic form of the LoRa commands, for every LoRaWAN integration: `sendDownlink` queues
-     * (`callData: {devEui, payload: {fPort, payloadHex}}`), `getDownlinks` reads the queue and `clearDownlinks`
+     * (`callData: {devEui, payload: {fPort, payloadHex}}`; with `object` instead of `payloadHex`, the device's
+     * translator encodes it and the codec's port replaces `fPort`), `getDownlinks` reads the queue and `clearDownlinks`
      * flushes it (`callData: {devEui}`). `devEui`, when given, must be the iotnode's own. A call the network
      * server's API has no operation for is 422 naming why: `getDownlinks` with LORIOT and ThingPark,
      * `clearDownlinks` with ThingPark.

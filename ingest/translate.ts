@@ -94,12 +94,15 @@ const MAX_CACHED_DOCS = 20_000;
 /** Strike records kept per translator version before stale ones are swept. */
 const MAX_STRIKE_RECORDS = 1_000;
 /**
- * A translator version that runs into its deadline this many times within
- * the window on one device's uplinks is suspended for that device for the
- * window: every time-out holds the ingest pipeline for a whole second, so one
- * device whose payloads make its decoder loop must not stall every other
- * device's data. Strikes count per (translator version, device), so the other
- * devices using the same version keep decoding.
+ * A translator version that runs into its deadline, or costs the sandbox its
+ * warm context (out of memory or stack, an engine fault, promise jobs left
+ * pending), this many times within the window on one device's uplinks is
+ * suspended for that device for the window: every time-out holds the ingest
+ * pipeline for a whole second and every lost context takes tens of
+ * milliseconds to rebuild, so one device whose payloads make its decoder loop
+ * or exhaust its heap must not stall every other device's data. Strikes count
+ * per (translator version, device), so the other devices using the same
+ * version keep decoding.
  */
 export const SUSPEND_AFTER_TIMEOUTS = 3;
 export const SUSPEND_WINDOW_MS = 60_000;
@@ -158,11 +161,12 @@ function encodedDataOf(value: unknown): EncodedData | 'invalid' | null {
  * memory, spec or result violation) stores the report undecoded and writes a
  * `debug`/`system` log entry on the device kept 6 hours; a chained
  * translator's failure ends the chain, keeps what came before, and logs nothing.
- * A translator version that times out `SUSPEND_AFTER_TIMEOUTS` times within
- * `SUSPEND_WINDOW_MS` on one device is not run for that device for the next
- * window, whatever its payloads (its raw uplinks are stored undecoded, with a
- * log entry), so one device's looping payloads cannot hold up every device's
- * data; other devices keep running the same version.
+ * A translator version that times out, or costs the sandbox its context,
+ * `SUSPEND_AFTER_TIMEOUTS` times within `SUSPEND_WINDOW_MS` on one device is
+ * not run for that device for the next window, whatever its payloads (its raw
+ * uplinks are stored undecoded, with a log entry), so one device's looping or
+ * heap-filling payloads cannot hold up every device's data; other devices
+ * keep running the same version.
  *
  * `additionalDeviceUpdates[i].identifier` is the `secret` of a device created
  * by the same user as the gateway (for MQTT devices: the creator of the
@@ -176,7 +180,7 @@ export class Translation implements Decoder {
   private chains = new Map<string, Chain>();
   private docs = new RecentMemory<string, DeviceDoc>(MAX_CACHED_DOCS);
   private generation = 0;
-  /** Translator id → device id → its recent time-outs on that device's uplinks, and when its suspension ends. */
+  /** Translator id → device id → its recent strikes (time-outs, lost contexts) on that device's uplinks, and when its suspension ends. */
   private timeouts = new Map<string, Map<string, Strikes>>();
   /** `<translator id> <device id>` → data dropped since the last log entry about it. */
   private drops = new RecentMemory<string, { since: number; logged: number; count: number; paths: Set<string> }>(MAX_CACHED_DOCS);
@@ -295,7 +299,7 @@ export class Translation implements Decoder {
         this.logFailure(
           deviceId,
           translator,
-          `suspended for this device until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs on its uplinks within ${SUSPEND_WINDOW_MS / 1000} s; the uplink is stored undecoded`,
+          `suspended for this device until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs, or other failures that cost a new sandbox context, on its uplinks within ${SUSPEND_WINDOW_MS / 1000} s; the uplink is stored undecoded`,
           'suspended',
         );
         return this.undecoded(deviceId, payload, receivedAt);
@@ -305,12 +309,13 @@ export class Translation implements Decoder {
         const program = loaded instanceof Promise ? await loaded : loaded;
         this.calls++;
         const out = await program.decode(raw, { receivedAt, parameters: chain.decoder.parameters });
+        if (out.discarded) this.strike(translator.id, deviceId);
         merged = withFields(payload, out.result);
         updates = out.additionalDeviceUpdates ?? [];
         if (out.warnings || out.dropped) this.logCodecNotes(deviceId, translator, out);
       } catch (error) {
         if (!isTranslatorError(error)) throw error;
-        if (error.kind === 'timeout') this.strike(translator.id, deviceId);
+        if (error.kind === 'timeout' || error.discarded) this.strike(translator.id, deviceId);
         // The sandbox's message already ends with the line and column, when it has them.
         this.logFailure(deviceId, translator, error.message, error.kind, {
           ...(error.key ? { key: error.key } : {}),
@@ -329,12 +334,13 @@ export class Translation implements Decoder {
           const program = await this.program(link.translator);
           this.calls++;
           const out = await program.chain(iotnode, link.parameters);
+          if (out.discarded) this.strike(link.translator.id, deviceId);
           iotnode = withFields(iotnode, out.result);
           merged = withFields(merged, out.result);
           if (out.additionalDeviceUpdates) updates = [...updates, ...out.additionalDeviceUpdates];
         } catch (error) {
           if (!isTranslatorError(error)) throw error;
-          if (error.kind === 'timeout') this.strike(link.translator.id, deviceId);
+          if (error.kind === 'timeout' || error.discarded) this.strike(link.translator.id, deviceId);
           break;
         }
       }
@@ -452,7 +458,7 @@ export class Translation implements Decoder {
     if (entry.at.length >= SUSPEND_AFTER_TIMEOUTS) {
       entry.until = now + SUSPEND_WINDOW_MS;
       entry.at = [];
-      this.log.warn({ translatorId, deviceId }, 'translator suspended for a device after repeated time-outs');
+      this.log.warn({ translatorId, deviceId }, 'translator suspended for a device after repeated time-outs or lost sandbox contexts');
     }
     devices.set(deviceId, entry);
     if (devices.size > MAX_STRIKE_RECORDS) {

@@ -29,6 +29,8 @@ export interface Encoded {
   fPort: number;
   warnings: string[];
   logs: string[];
+  /** As Translation's: the call cost its context. */
+  discarded?: true;
 }
 
 export interface DownlinkRequest {

@@ -36,12 +36,12 @@ import {
   type EntryPoint,
   type ThrownError,
 } from './harness.js';
+import { MEMORY_LIMIT_BYTES } from './limits.js';
 import { preludeSource } from './prelude.js';
 import { storableText, type NonFinite } from './result.js';
 import { isRecord } from './values.js';
 
-/** Heap a translator may use, as the platform's limits promise. */
-export const MEMORY_LIMIT_BYTES = 16 * 1024 * 1024;
+export { MEMORY_LIMIT_BYTES } from './limits.js';
 /** Well under what the host's own stack can carry: QuickJS frames also use V8 stack for the WebAssembly calls. */
 export const MAX_STACK_BYTES = 128 * 1024;
 export const CALL_TIMEOUT_MS = 1000;
@@ -66,7 +66,7 @@ const RECOVERY_TIMEOUT_MS = 50;
 /** The slice of the WebAssembly global used here (the project's lib settings do not declare it). */
 interface WasmApi {
   compile(bytes: Uint8Array): Promise<object>;
-  Memory: new (descriptor: { initial: number; maximum: number }) => object;
+  Memory: new (descriptor: { initial: number; maximum: number }) => { buffer: ArrayBuffer };
 }
 const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
 
@@ -96,10 +96,10 @@ export interface ContextLimits {
 const LOCATION = new RegExp(`${CODE_FILENAME.replace('.', '\\.')}:(\\d+)(?::(\\d+))?`);
 
 /** The place in the uploaded code; none when the engine pointed into the factory around it. */
-function locate(stack: string): { line?: number; column?: number } {
+function locate(stack: string, offset = CODE_LINE_OFFSET): { line?: number; column?: number } {
   const match = LOCATION.exec(stack);
   if (!match) return {};
-  const line = Number(match[1]) - CODE_LINE_OFFSET;
+  const line = Number(match[1]) - offset;
   if (line < 1) return {};
   return { line, ...(match[2] === undefined ? {} : { column: Number(match[2]) }) };
 }
@@ -117,20 +117,70 @@ function at(location: { line?: number; column?: number }): string {
 
 const INTERRUPTED: ThrownError = { name: 'InternalError', message: 'interrupted', stack: '' };
 
-/** Maps what the engine threw to the error kinds callers log. */
-function classify(thrown: ThrownError, timedOut: boolean, logs: string[], timeoutMs: number): TranslatorError {
-  if (timedOut || (thrown.name === 'InternalError' && thrown.message === 'interrupted')) {
+/** Heap a context may keep beyond its size when built, from call to call, before it is replaced. */
+const RETAINED_LIMIT_BYTES = MEMORY_LIMIT_BYTES / 4;
+/** Calls between two measurements of the heap in a context whose memory has not grown. */
+const MEASURE_EVERY = 1000;
+
+const MEMORY_USED = /^memory used\s+\d+\s+(\d+)/m;
+
+/**
+ * The bytes the engine counts in use in its heap, from its own report (a
+ * walk of every object, about 160 µs); undefined when it cannot say.
+ */
+function heapInUse(runtime: QuickJSRuntime): number | undefined {
+  try {
+    const match = MEMORY_USED.exec(runtime.dumpMemoryUsage());
+    return match ? Number(match[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether the heap came to its limit in a run: the engine's memory grew
+ * during it (it grows only past its earlier peak), or is now close to its
+ * maximum. The evidence for a `null` thrown in that run being the engine's
+ * out-of-memory failure rather than the code's own `throw null`.
+ */
+function heapFilled(memory: { buffer: ArrayBuffer }, before: number): boolean {
+  const now = memory.buffer.byteLength;
+  return now > before || now >= MEMORY_MAX_PAGES * PAGE_BYTES * 0.9;
+}
+
+/**
+ * Whether a run that began at `started` took longer than its deadline. The
+ * engine checks the deadline only between steps of JavaScript, so a native
+ * method's long loop can end after it without being interrupted: it timed
+ * out all the same, whatever it returned.
+ */
+function overran(started: number, timeoutMs: number): boolean {
+  return Date.now() - started > timeoutMs;
+}
+
+/**
+ * Maps a failure to the error kinds callers log. The kinds with weight (a
+ * time-out, a memory failure: the context is discarded and the device takes a
+ * strike) come from facts, never from what the code threw: a time-out only
+ * from the host's own deadline (`timedOut`), a memory failure only from the
+ * engine (`thrown.engine`: the harness saw the engine raise it, or it failed
+ * outside the code's reach; `heapFull`: the heap grew to its limit in the call,
+ * for the `null` the engine throws when even its error cannot be allocated).
+ * An `InternalError('out of memory')` or a `throw null` of the code's own is a
+ * runtime failure like any throw.
+ */
+function classify(thrown: ThrownError, timedOut: boolean, logs: string[], timeoutMs: number, heapFull = false): TranslatorError {
+  if (timedOut) {
     return new TranslatorError('timeout', `timed out: the code did not finish within ${timeoutMs} ms`, { logs });
   }
   const location = locate(thrown.stack);
-  if (thrown.name === 'InternalError' && /out of memory/.test(thrown.message)) {
+  if (thrown.engine === true && thrown.name === 'InternalError' && /out of memory/.test(thrown.message)) {
     return new TranslatorError('memory', `out of memory: the translator exceeded its ${MEMORY_LIMIT_BYTES / 1024 / 1024} MiB heap${at(location)}`, { ...location, logs });
   }
-  // When even the error object cannot be allocated, the engine throws null.
-  if (thrown.name === 'Thrown value' && thrown.message === 'null') {
+  if (thrown.name === 'Thrown value' && thrown.message === 'null' && (heapFull || thrown.engine === true)) {
     return new TranslatorError('memory', `out of memory: the translator exceeded its ${MEMORY_LIMIT_BYTES / 1024 / 1024} MiB heap (the engine threw null)`, { logs });
   }
-  if (thrown.name === 'InternalError' && /stack overflow/.test(thrown.message)) {
+  if (thrown.engine === true && thrown.name === 'InternalError' && /stack overflow/.test(thrown.message)) {
     return new TranslatorError('memory', `stack overflow: recursion too deep${at(location)}`, { ...location, logs });
   }
   const message = `${thrown.name}: ${thrown.message}`.slice(0, 2000);
@@ -143,6 +193,7 @@ function asThrown(value: unknown): ThrownError {
     name: typeof value.name === 'string' ? value.name : 'Error',
     message: typeof value.message === 'string' ? value.message : String(value.message),
     stack: typeof value.stack === 'string' ? value.stack : '',
+    ...(value.engine === true ? { engine: true } : {}),
   };
 }
 
@@ -185,9 +236,15 @@ export class TranslatorContext {
   private timedOut = false;
   private failed = false;
   private served = 0;
+  /** Calls since the heap was last measured (see `keepsMemory`). */
+  private unmeasured = 0;
+  /** The heap in use and the engine's memory size once the context was built, before any call. */
+  private baseline = { used: 0, size: 0 };
 
   private constructor(
     private readonly runtime: QuickJSRuntime,
+    /** The context's own WebAssembly memory: it grows only when the heap needs more, and never shrinks. */
+    private readonly memory: { buffer: ArrayBuffer },
     private readonly context: QuickJSContext,
     private readonly harness: QuickJSHandle,
     private readonly functions: Record<EntryPoint, QuickJSHandle>,
@@ -216,12 +273,8 @@ export class TranslatorContext {
     if (Buffer.byteLength(code, 'utf8') > MAX_CODE_BYTES) {
       throw new TranslatorError('upload', `code is larger than ${MAX_CODE_BYTES / 1024} KiB`);
     }
-    const quickjs = await newQuickJSWASMModuleFromVariant(
-      newVariant(RELEASE_SYNC, {
-        wasmModule: await engineModule(),
-        wasmMemory: new wasm.Memory({ initial: ENGINE_INITIAL_PAGES, maximum: MEMORY_MAX_PAGES }),
-      }),
-    );
+    const memory = new wasm.Memory({ initial: ENGINE_INITIAL_PAGES, maximum: MEMORY_MAX_PAGES });
+    const quickjs = await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmModule: await engineModule(), wasmMemory: memory }));
     const runtime = quickjs.newRuntime();
     runtime.setMemoryLimit(MEMORY_LIMIT_BYTES);
     runtime.setMaxStackSize(MAX_STACK_BYTES);
@@ -285,11 +338,27 @@ export class TranslatorContext {
         if (typeof listed !== 'string') throw new Error(`sandbox harness failed: ${listed.name}: ${listed.message}`);
         globalNames = new Set(JSON.parse(listed) as string[]);
       }
+      // The code must be a whole program on its own before it is pasted
+      // into the factory's body (wrapCode): code that is not, such as
+      // `})(); })\nlet kept = [];\n(function () { return (function () {`,
+      // would close the factory early and keep its state outside it, across
+      // calls and devices. The engine's own parser decides, compiling the
+      // code alone as a script: then nothing in it can close what surrounds
+      // it. (Its Function constructor pastes a body between braces too.)
+      arm(limits.timeoutMs);
+      const alone = evaluate(code, CODE_FILENAME, true);
+      if (isThrown(alone)) {
+        const location = locate(alone.stack, 0);
+        if (alone.name === 'SyntaxError' && /^return not in a function/.test(alone.message)) {
+          throw new TranslatorError('upload', `the code returned from its top level; it must define its functions and not return${at(location)}`, location);
+        }
+        throw new TranslatorError('upload', `${alone.name}: ${alone.message}${at(location)}`, location);
+      }
+      alone.dispose();
       const wrapped = wrapCode(code, implicitGlobals(code, globalNames));
 
       // Compiling first tells syntax errors apart from a SyntaxError the
       // code's top level throws at run time.
-      arm(limits.timeoutMs);
       const compiledCode = evaluate(wrapped, CODE_FILENAME, true);
       if (isThrown(compiledCode)) {
         const location = locate(compiledCode.stack);
@@ -298,26 +367,34 @@ export class TranslatorContext {
       compiledCode.dispose();
 
       const factory = evaluate(wrapped, CODE_FILENAME);
-      if (isThrown(factory)) throw classify(factory, timedOut.value, [], limits.timeoutMs);
+      if (isThrown(factory)) throw classify({ ...factory, engine: true }, timedOut.value, [], limits.timeoutMs);
 
       // The first run of the top level: it must finish, and define an entry point.
       arm(limits.timeoutMs);
       const installFn = context.getProp(harness, 'install');
+      const started = Date.now();
+      const heapBefore = memory.buffer.byteLength;
       const installed = callString(installFn, factory);
+      const late = timedOut.value || overran(started, limits.timeoutMs);
       installFn.dispose();
       factory.dispose();
-      if (typeof installed !== 'string') throw classify(installed, timedOut.value, [], limits.timeoutMs);
-      if (timedOut.value) throw classify(INTERRUPTED, true, [], limits.timeoutMs);
+      // What fails outside the harness's catch is the engine's (all the code runs inside it).
+      if (typeof installed !== 'string') throw classify({ ...installed, engine: true }, late, [], limits.timeoutMs);
+      if (late) throw classify(INTERRUPTED, true, [], limits.timeoutMs);
+      const outcome = JSON.parse(installed) as { entries?: boolean[]; threw?: unknown; logs?: unknown };
+      if (outcome.threw !== undefined) throw classify(asThrown(outcome.threw), false, asLogs(outcome.logs), limits.timeoutMs, heapFilled(memory, heapBefore));
       if (runtime.hasPendingJob()) {
         throw new TranslatorError('upload', 'the code leaves promise jobs pending; promises never settle here, its functions must be synchronous');
       }
-      const defined = JSON.parse(installed) as boolean[];
+      const defined = outcome.entries ?? [];
       const entries = Object.fromEntries(ENTRY_POINTS.map((name, i) => [name, defined[i] === true])) as Entries;
       if (!entries.translate && !entries.decodeUplink) {
         throw new TranslatorError('upload', 'the code defines no function named translate or decodeUplink');
       }
 
-      return new TranslatorContext(runtime, context, harness, functions, logsFn, limits, entries);
+      const built = new TranslatorContext(runtime, memory, context, harness, functions, logsFn, limits, entries);
+      built.baseline = { used: heapInUse(runtime) ?? 0, size: memory.buffer.byteLength };
+      return built;
     } catch (error) {
       abandon();
       throw error;
@@ -337,22 +414,31 @@ export class TranslatorContext {
     this.served++;
     const { context } = this;
     let text: string;
+    let heapBefore = 0;
     const arg = context.newString(json);
     try {
       this.arm(this.limits.timeoutMs);
+      const started = Date.now();
+      heapBefore = this.memory.buffer.byteLength;
       const outcome = context.callFunction(this.functions[entry], context.undefined, arg);
+      const late = this.timedOut || overran(started, this.limits.timeoutMs);
       if (outcome.error) {
+        // The harness catches whatever the code throws, so what fails outside
+        // it is the engine's (the deadline's interrupt, or a limit hit while
+        // the harness itself worked).
         this.failed = true;
-        const timedOut = this.timedOut;
+        const timedOut = late;
         const thrown = timedOut ? INTERRUPTED : this.recover(() => describeHandle(context, outcome.error));
         release(outcome.error);
-        throw classify(thrown ?? { name: 'Error', message: 'the engine failed', stack: '' }, timedOut, this.recoverLogs(), this.limits.timeoutMs);
+        throw classify({ ...(thrown ?? { name: 'Error', message: 'the engine failed', stack: '' }), engine: true }, timedOut, this.recoverLogs(), this.limits.timeoutMs);
       }
       text = context.getString(outcome.value);
       outcome.value.dispose();
       // An async function turns even the deadline's uncatchable interrupt
-      // into a rejected promise, so a call can return after timing out.
-      if (this.timedOut) {
+      // into a rejected promise, so a call can return after timing out; and
+      // a native loop runs past the deadline without the engine checking it
+      // (guards.ts bounds the ones known). Either way the call timed out.
+      if (late) {
         this.failed = true;
         throw classify(INTERRUPTED, true, this.logsOf(text), this.limits.timeoutMs);
       }
@@ -369,10 +455,34 @@ export class TranslatorContext {
     } finally {
       release(arg);
     }
-    return this.open(entry, text);
+    try {
+      return this.open(entry, text, heapBefore);
+    } finally {
+      // Whatever the call gave, a context that keeps what its calls left behind is replaced.
+      if (!this.failed && this.keepsMemory(heapBefore)) this.failed = true;
+    }
   }
 
-  private open(entry: EntryPoint, json: string): Returned {
+  /**
+   * Whether the heap holds more than RETAINED_LIMIT_BYTES beyond what it held
+   * when the context was built. A frozen realm keeps nothing of a call, but
+   * the libraries' own caches do (lodash memoizes every string path it
+   * parses, `_.get(obj, 'a.b')`), so one device's uplinks could fill the heap
+   * another device's call then runs out of. Measuring walks the whole heap
+   * (about 160 µs), so it is done after a call in which the engine's memory
+   * grew, after every call once it has grown past its size at creation (a
+   * heap that full is where another call runs short), and otherwise every
+   * MEASURE_EVERY calls.
+   */
+  private keepsMemory(heapBefore: number): boolean {
+    const size = this.memory.buffer.byteLength;
+    if (size <= heapBefore && size <= this.baseline.size && ++this.unmeasured < MEASURE_EVERY) return false;
+    this.unmeasured = 0;
+    const used = heapInUse(this.runtime);
+    return used === undefined || used - this.baseline.used > RETAINED_LIMIT_BYTES;
+  }
+
+  private open(entry: EntryPoint, json: string, heapBefore: number): Returned {
     if (json.length > MAX_RESULT_CHARS) {
       throw new TranslatorError('result', `the return value is larger than ${MAX_RESULT_CHARS / 1024} KiB as JSON`);
     }
@@ -390,7 +500,7 @@ export class TranslatorContext {
     const logs = asLogs(envelope.logs);
     if ('ok' in envelope) return { returned: envelope.ok, nonFinite: asNonFinite(envelope.nonFinite), logs };
     if ('threw' in envelope) {
-      const error = classify(asThrown(envelope.threw), false, logs, this.limits.timeoutMs);
+      const error = classify(asThrown(envelope.threw), false, logs, this.limits.timeoutMs, heapFilled(this.memory, heapBefore));
       // The engine's own limits leave it at the edge of its heap or stack; start afresh.
       if (error.kind !== 'runtime') this.failed = true;
       throw error;
@@ -401,6 +511,12 @@ export class TranslatorContext {
     }
     if ('unserializable' in envelope) {
       const thrown = asThrown(envelope.unserializable);
+      // Encoding a large result can exhaust the heap: that is the engine's failure, not the value's.
+      const failure = classify(thrown, false, logs, this.limits.timeoutMs, heapFilled(this.memory, heapBefore));
+      if (failure.kind === 'memory') {
+        this.failed = true;
+        throw failure;
+      }
       throw new TranslatorError('result', `the return value cannot be encoded as JSON: ${thrown.name}: ${thrown.message}`, { logs });
     }
     if ('missing' in envelope) {

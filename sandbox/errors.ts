@@ -33,6 +33,12 @@ export class TranslatorError extends Error {
   readonly logs: string[];
   /** The `errors` a codec returned (kind `codec`). */
   readonly codecErrors: string[];
+  /**
+   * Set by the sandbox when the call cost its warm context, which is then
+   * rebuilt (tens of milliseconds): a time-out, a memory or stack failure,
+   * a fault of the engine. A plain throw or a refused result does not.
+   */
+  discarded = false;
 
   constructor(
     kind: TranslatorErrorKind,

@@ -189,13 +189,20 @@ export interface Mapped {
 
 export type FieldMapper = (data: Record<string, unknown>) => Mapped;
 
-/** 1234 × 0.001 is 1.234, not 1.2340000000000002: a conversion keeps 15 significant digits. */
+const violation = (message: string, key: string) => new TranslatorError('spec', message, { key });
+
+/**
+ * 1234 × 0.001 is 1.234, not 1.2340000000000002: a conversion keeps 15
+ * significant digits. One that overflows fails the decoding, as an infinity
+ * from the codec does (stored, it would become null).
+ */
 function converted(value: number, target: Target): number {
   const out = value * target.scale + target.offset;
-  return Number.isInteger(out) || !Number.isFinite(out) ? out : Number.parseFloat(out.toPrecision(15));
+  if (!Number.isFinite(out)) {
+    throw violation(`${target.path} (fieldMap to ${target.field}): ${value} × ${target.scale} + ${target.offset} is ${out}, not a finite number`, target.field);
+  }
+  return Number.isInteger(out) ? out : Number.parseFloat(out.toPrecision(15));
 }
-
-const violation = (message: string, key: string) => new TranslatorError('spec', message, { key });
 
 /**
  * The run-time mapping for one translator version. Throws TranslatorError

@@ -6,7 +6,8 @@
  * nothing host-side for translator code to reach.
  *
  * Isolation per call. The uploaded code is compiled once as the body of a
- * factory (see `wrapCode`), and every call runs a fresh instance of it, so
+ * factory (see `wrapCode`; the code is whole on its own, checked before), and
+ * every call runs a fresh instance of it, so
  * its top-level variables start over on each call. Everything the code could
  * write to that outlives a call is frozen here, once per context: the global
  * object and every built-in reachable from it (prototypes, constructors,
@@ -38,6 +39,8 @@ export interface ThrownError {
   name: string;
   message: string;
   stack: string;
+  /** The engine raised it for one of its limits (heap, stack), as far as the harness can tell; never set for what the code made. */
+  engine?: boolean;
 }
 
 /** The entry points a translator's code may define, in the order the factory returns them. */
@@ -88,6 +91,8 @@ export const CODE_LINE_OFFSET = 1;
 /**
  * The uploaded code as the body of a factory: evaluating this source gives a
  * function that runs the code's top level afresh and returns its entry points.
+ * Only for code that compiles on its own as a script (context.ts checks it
+ * first): pasted as text, code that does not could close the factory early.
  */
 export function wrapCode(code: string, catchers: string[]): string {
   const declared = catchers.length > 0 ? `var ${catchers.join(', ')}; ` : '';
@@ -162,6 +167,39 @@ export const HARNESS_SOURCE = String.raw`(function () {
       enumerable: found.enumerable, configurable: false,
     });
   }
+  // ---- errors the engine raises for its limits, told apart from look-alikes ----
+
+  // The engine raises an InternalError when the heap or the stack runs out.
+  // Translator code can make one too (new InternalError('out of memory')),
+  // which must not pass for the engine's: the constructor, and Reflect.construct
+  // (which can give any error InternalError's prototype), mark what they make.
+  var isError = typeof ErrorCtor.isError === 'function' ? ErrorCtor.isError : function (value) { return value instanceof ErrorCtor; };
+  var madeByCode = new WeakSet(), internalProto;
+  if (typeof InternalError === 'function') {
+    var NativeInternalError = InternalError, nativeConstruct = Reflect.construct, applyFn = Reflect.apply;
+    internalProto = NativeInternalError.prototype;
+    var MadeInternalError = function InternalError(message) {
+      var error = new.target === undefined ? applyFn(NativeInternalError, undefined, arguments) : nativeConstruct(NativeInternalError, arguments, new.target);
+      madeByCode.add(error);
+      return error;
+    };
+    defineProperty(MadeInternalError, 'prototype', { value: internalProto, writable: false });
+    Object.setPrototypeOf(MadeInternalError, getPrototypeOf(NativeInternalError));
+    defineProperty(internalProto, 'constructor', { value: MadeInternalError });
+    defineProperty(global, 'InternalError', { value: MadeInternalError });
+    defineProperty(Reflect, 'construct', {
+      value: function construct(target, args) {
+        var made = applyFn(nativeConstruct, undefined, arguments);
+        if (isError(made)) madeByCode.add(made);
+        return made;
+      },
+    });
+  }
+  // Whether a thrown value is an error the engine raised for one of its limits.
+  function engineLimit(error) {
+    return internalProto !== undefined && isError(error) && getPrototypeOf(error) === internalProto && !madeByCode.has(error);
+  }
+
   ['constructor', 'toString', 'toLocaleString', 'valueOf'].forEach(function (name) { overridable(Object.prototype, name); });
   overridable(Function.prototype, 'toString');
   [Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError, AggregateError,
@@ -206,11 +244,13 @@ export const HARNESS_SOURCE = String.raw`(function () {
   function describe(error) {
     try {
       if (error instanceof ErrorCtor) {
-        return {
+        var described = {
           name: toString(error.name),
           message: toString(error.message),
           stack: typeof error.stack === 'string' ? error.stack : '',
         };
+        if (engineLimit(error)) described.engine = true;
+        return described;
       }
       return { name: 'Thrown value', message: show(error), stack: '' };
     } catch (e) {
@@ -219,35 +259,43 @@ export const HARNESS_SOURCE = String.raw`(function () {
   }
 
   // NaN and undefined cannot cross as JSON, and the contract removes them from
-  // results; infinities are reported back so the host can name the key.
+  // results; infinities are reported back so the host can name the key. A
+  // field's value that is an object or a list is scrubbed as a codec's data is
+  // (JSON would write what it cannot hold in it as null).
   var nonFinite;
+  function report(path, value) {
+    if (!nonFinite) nonFinite = [];
+    nonFinite[nonFinite.length] = { path: path, value: value !== value ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity' };
+  }
   function clean(fields, prefix) {
     if (fields === null || typeof fields !== 'object' || isArray(fields)) return fields;
-    var names = keys(fields), i, value;
+    var names = keys(fields), out, i, name, value, next;
     for (i = 0; i < names.length; i++) {
-      value = fields[names[i]];
-      if (value === undefined || (typeof value === 'number' && !isFinite(value))) break;
-    }
-    // The common case: nothing to drop, so no copy.
-    if (i === names.length) return fields;
-    var out = {};
-    for (i = 0; i < names.length; i++) {
-      var name = names[i];
+      name = names[i];
       value = fields[name];
-      if (value === undefined || value !== value) continue;
-      if (typeof value === 'number' && !isFinite(value)) {
-        if (!nonFinite) nonFinite = [];
-        nonFinite[nonFinite.length] = { path: prefix + name, value: value > 0 ? 'Infinity' : '-Infinity' };
-        continue;
+      next = value;
+      if (typeof value === 'number') {
+        if (value - value !== 0) {
+          if (value === value) report(prefix + name, value);
+          next = undefined;
+        }
+      } else if (value !== null && typeof value === 'object') {
+        next = scrub(value, prefix + name, 1);
       }
-      put(out, name, value);
+      // The common case: nothing to drop, so no copy (JSON leaves undefined out by itself).
+      if (next !== value && !out) {
+        out = {};
+        for (var j = 0; j < i; j++) put(out, names[j], fields[names[j]]);
+      }
+      if (out && next !== undefined) put(out, name, next);
     }
-    return out;
+    return out || fields;
   }
 
-  // A codec's data is nested: NaN anywhere in it is dropped as from a result,
-  // and an infinity reported by its path. Copies only what it changes; paths
-  // are only built for what is reported or descended into.
+  // A codec's data is nested: NaN in it is dropped as from a result where a
+  // key can be left out, and reported where it cannot (a list keeps its
+  // places); an infinity is reported by its path anywhere. Copies only what
+  // it changes; paths are only built for what is reported or descended into.
   function at(path, array, name) {
     return array ? path + '[' + name + ']' : (path ? path + '.' : '') + name;
   }
@@ -259,10 +307,7 @@ export const HARNESS_SOURCE = String.raw`(function () {
       var name = array ? i : names[i], item = value[name], next = item;
       if (typeof item === 'number') {
         if (item - item !== 0) {
-          if (item === item) {
-            if (!nonFinite) nonFinite = [];
-            nonFinite[nonFinite.length] = { path: at(path, array, name), value: item > 0 ? 'Infinity' : '-Infinity' };
-          }
+          if (item === item || array) report(at(path, array, name), item);
           next = undefined;
         }
       } else if (item !== null && typeof item === 'object') {
@@ -434,7 +479,14 @@ export const HARNESS_SOURCE = String.raw`(function () {
     } catch (error) {
       return stringify({ threw: describe(error), logs: takeLogs() });
     }
-    return entry === 1 ? finishDecoded(returned) : entry === 0 ? finishTranslated(returned) : finish(returned, true);
+    // Reading the returned value runs the translator's code too (getters,
+    // toJSON, a Proxy's traps): what it throws is told apart here, like any
+    // throw, and never leaves the harness.
+    try {
+      return entry === 1 ? finishDecoded(returned) : entry === 0 ? finishTranslated(returned) : finish(returned, true);
+    } catch (error) {
+      return unserializable(error);
+    }
   }
 
   return {
@@ -442,9 +494,14 @@ export const HARNESS_SOURCE = String.raw`(function () {
     // which entry points it defines.
     install: function (compiled) {
       factory = compiled;
-      var entries = instantiate();
+      var entries;
+      try {
+        entries = instantiate();
+      } catch (error) {
+        return stringify({ threw: describe(error), logs: takeLogs() });
+      }
       takeLogs();
-      return stringify([typeof entries[0] === 'function', typeof entries[1] === 'function', typeof entries[2] === 'function']);
+      return stringify({ entries: [typeof entries[0] === 'function', typeof entries[1] === 'function', typeof entries[2] === 'function'] });
     },
     globals: function () { return stringify(ownKeys(global).filter(function (k) { return typeof k === 'string'; })); },
     call: function (argsJson) { return run(0, argsJson); },

@@ -29,8 +29,9 @@
  * crosses only as JSON.
  *
  * Return contract: `{result?: {...}, additionalDeviceUpdates?: [{identifier, result}]}`.
- * Keys with undefined or NaN values are dropped from each `result`; every
- * other key must be in the spec with a value of its declared type (`null`
+ * Keys with undefined or NaN values are dropped from each `result` (and
+ * from objects inside it; NaN in a list, and an infinity anywhere, reject
+ * it); every other key must be in the spec with a value of its declared type (`null`
  * never is) and storable content (no NUL, no lone surrogate, at most
  * MAX_RESULT_DEPTH levels), or the whole translation is rejected with kind 'spec'.
  */
@@ -42,10 +43,11 @@ export type { FieldMap, FieldMapEntry, UnmappedPolicy } from './fieldMap.js';
 export { MAX_CODEC_MESSAGES, MAX_DOWNLINK_BYTES } from './codec.js';
 export type { DownlinkRequest, Encoded } from './codec.js';
 export { exampleInputProblem, exampleUplink, firstDifference, MAX_EXAMPLES } from './examples.js';
+export { EXAMPLES_BUDGET_MS } from './sandbox.js';
 export type { Example, ExampleInput, ExampleResult } from './examples.js';
 export { TranslatorError, isTranslatorError } from './errors.js';
 export type { TranslatorErrorKind } from './errors.js';
-export { checkSpec, declaredType, fieldNameProblem, FIELD_TYPES, UNITS, RESERVED_FIELDS } from './spec.js';
+export { checkSpec, declaredType, fieldNameProblem, FIELD_TYPES, MAX_SPEC_FIELDS, UNITS, RESERVED_FIELDS } from './spec.js';
 export type { FieldSpec, FieldType, Measurement, SpecIssue, TranslatorSpec, Unit } from './spec.js';
 export { contentProblem, createResultCheck, MAX_DEVICE_UPDATES, MAX_RESULT_DEPTH, storableText, textProblem } from './result.js';
 export type { DeviceUpdate, Translation } from './result.js';

@@ -1,10 +1,13 @@
 /**
- * The library script every context evaluates once, when it is created:
- * lodash as `_` and the `buffer` package's `Buffer`. Built from the installed
- * packages on first use and cached for the life of the process.
+ * The library script every context evaluates once, when it is created: the
+ * guards on natively looping built-ins (guards.ts), first, so that the
+ * libraries take their references to the guarded methods; then lodash as `_`
+ * and the `buffer` package's `Buffer`. Built from the installed packages on
+ * first use and cached for the life of the process.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { GUARDS_SOURCE } from './guards.js';
 
 const require = createRequire(import.meta.url);
 
@@ -113,6 +116,6 @@ const ROUNDING = `(function () {
 })();`;
 
 export function preludeSource(): string {
-  cached ??= `${lodashScript()}\n;\n${bufferScript()}\n`;
+  cached ??= `${GUARDS_SOURCE}\n;\n${lodashScript()}\n;\n${bufferScript()}\n`;
   return cached;
 }

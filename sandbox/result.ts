@@ -30,6 +30,8 @@ export interface Translation {
   warnings?: string[];
   /** Paths of the codec's data left out because neither the fieldMap nor the spec names them (`unmapped: drop`). */
   dropped?: string[];
+  /** The call left its context unfit for another (promise jobs pending): the result stands, the context is rebuilt. */
+  discarded?: true;
 }
 
 export const MAX_DEVICE_UPDATES = 1000;
@@ -67,7 +69,8 @@ function checkFor(type: FieldType): Check {
     case 'string':
       return (v) => (typeof v === 'string' ? undefined : `expected string, got ${show(v)}`);
     case 'number':
-      return (v) => (typeof v === 'number' ? undefined : `expected number, got ${show(v)}`);
+      // Stored, an infinity would become null (JSON has none).
+      return (v) => (typeof v !== 'number' ? `expected number, got ${show(v)}` : Number.isFinite(v) ? undefined : `${v} is not a finite number`);
     case 'boolean':
       return (v) => (typeof v === 'boolean' ? undefined : `expected boolean, got ${show(v)}`);
     case 'date':
@@ -133,6 +136,7 @@ export function contentProblem(value: unknown, path: string, depth: number): str
     const problem = textProblem(value);
     return problem && `${path}: ${problem}`;
   }
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${path}: ${value} is not a finite number`;
   if (typeof value !== 'object' || value === null) return undefined;
   if (depth > MAX_RESULT_DEPTH) return `${path}: nests deeper than ${MAX_RESULT_DEPTH} levels`;
   if (Array.isArray(value)) {

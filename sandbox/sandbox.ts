@@ -20,6 +20,8 @@ export interface SandboxOptions {
   maxContexts?: number;
   /** Deadline per call and for the code's top level, in ms (default 1000). */
   timeoutMs?: number;
+  /** Time the examples of one upload check or import may take in all, in ms (default EXAMPLES_BUDGET_MS); the rest are not run. */
+  examplesBudgetMs?: number;
 }
 
 /** The raw uplink a hardware decoder receives. */
@@ -122,8 +124,8 @@ interface Compiled {
   map: FieldMapper;
 }
 
-/** Examples stop running after this long in all; a looping codec costs a second per example. */
-const EXAMPLES_BUDGET_MS = 10_000;
+/** Examples stop running after this long in all (at upload and at import); a looping codec costs a second per example. */
+export const EXAMPLES_BUDGET_MS = 10_000;
 
 /** Same spec, same text, whatever the key order. */
 function canonical(value: unknown): string {
@@ -226,6 +228,8 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
   const poolSize = Math.max(1, options.poolSize ?? 2);
   const maxContexts = Math.max(1, options.maxContexts ?? 64);
   const limits = { timeoutMs: options.timeoutMs ?? CALL_TIMEOUT_MS };
+  const examplesBudgetMs = options.examplesBudgetMs ?? EXAMPLES_BUDGET_MS;
+  const notRun = `not run: the examples before it took more than ${examplesBudgetMs / 1000} s`;
 
   // Insertion order doubles as recency: a call moves its entry to the end.
   const entries = new Map<string, Entry>();
@@ -285,7 +289,7 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
   }
 
   function makeProgram(key: string, compiled: Compiled, pool: ContextPool, defined: Entries): Program {
-    const run = async <T>(call: (context: TranslatorContext) => T): Promise<T> => {
+    const run = async <T extends { discarded?: true }>(call: (context: TranslatorContext) => T): Promise<T> => {
       const entry = entries.get(key);
       if (!entry || entry.pool !== pool) throw new Error(`translator ${key} was unloaded`);
       touch(key, entry);
@@ -293,10 +297,14 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
       const context = taken instanceof TranslatorContext ? taken : await taken;
       calls++;
       try {
-        return call(context);
+        const out = call(context);
+        // A context broken by a call that still returned (promise jobs left pending) is rebuilt all the same.
+        if (context.broken) out.discarded = true;
+        return out;
       } catch (error) {
         if (error instanceof TranslatorError && error.kind === 'timeout') timeouts++;
         else failures++;
+        if (error instanceof TranslatorError && context.broken) error.discarded = true;
         throw error;
       } finally {
         pool.giveBack(context);
@@ -400,8 +408,8 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
         let context = first;
         try {
           for (const example of examples) {
-            if (Date.now() - started > EXAMPLES_BUDGET_MS) {
-              results.push({ passed: false, ranAt: at, problem: `not run: the examples before it took more than ${EXAMPLES_BUDGET_MS / 1000} s` });
+            if (Date.now() - started > examplesBudgetMs) {
+              results.push({ passed: false, ranAt: at, problem: notRun });
               continue;
             }
             if (context.broken) {
@@ -419,7 +427,10 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
     async sample(code, inputs) {
       return once(code, async (first) => {
         let context = first;
+        const started = Date.now();
         const attempt = async <T>(run: (c: TranslatorContext) => T): Promise<Sampled<T>> => {
+          // As at upload: a codec that loops costs a second per input, so they stop after the budget.
+          if (Date.now() - started > examplesBudgetMs) return { error: notRun, kind: 'timeout', codecErrors: [] };
           if (context.broken) {
             if (context !== first && !context.dispose()) disposeFailures++;
             context = await TranslatorContext.create(code, limits);

@@ -3,7 +3,7 @@ import { requireAccess } from '../access.js';
 import type { Principal } from '../auth/principal.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { handle, type CommandContext, type Handled } from '../../domain/shared/decider.js';
-import { commandDecider, commandStream, requestOf, type CommandEvent, type CommandRequest, type CommandState } from '../../domain/commands/command.js';
+import { checkFPort, commandDecider, commandStream, requestOf, type CommandEvent, type CommandRequest, type CommandState } from '../../domain/commands/command.js';
 import { COMMANDS, INTEGRATIONS, isIntegration, type IntegrationName } from '../../domain/integrations/catalog.js';
 import { DEVICE_NOT_FOUND } from '../../domain/devices/device.js';
 import type { Registry } from '../../ingest/registry.js';
@@ -31,15 +31,15 @@ export interface SentCommand {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** The object a queue command asks the device's translator to encode, and where it sits in `data`. */
-function objectToEncode(command: string, data: Record<string, unknown>): { object: Record<string, unknown>; fPort: unknown; field: string } | null {
-  if (isRecord(data.object)) return { object: data.object, fPort: data.fPort, field: 'data.object' };
+/** The object a queue command asks the device's translator to encode, and where it and its port sit in `data`. */
+function objectToEncode(command: string, data: Record<string, unknown>): { object: Record<string, unknown>; fPort: unknown; field: string; portField: string } | null {
+  if (isRecord(data.object)) return { object: data.object, fPort: data.fPort, field: 'data.object', portField: 'data.fPort' };
   const payload = isRecord(data.callData) && isRecord(data.callData.payload) ? data.callData.payload : null;
-  if (command === 'apiCall' && payload && isRecord(payload.object)) return { object: payload.object, fPort: payload.fPort, field: 'data.callData.payload.object' };
+  if (command === 'apiCall' && payload && isRecord(payload.object)) {
+    return { object: payload.object, fPort: payload.fPort, field: 'data.callData.payload.object', portField: 'data.callData.payload.fPort' };
+  }
   return null;
 }
-
-const fPortOf = (v: unknown) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : typeof v === 'number' ? v : undefined);
 
 /**
  * The one path of a device command, whoever sends it (a request to
@@ -71,9 +71,12 @@ export function deviceCommands(deps: Deps, registry: Registry, openapi: OpenApiD
     const spec = COMMANDS[integration][command];
     if (spec && spec.target !== 'device') throw ValidationError.field('command', `${command} is a connector command: send it with PUT /api/connectors/command`);
     if (spec) check(spec.dataSchema, data, 'data');
-    // An object instead of hex bytes: the device's translator encodes it now, and the command carries the bytes it decided.
+    // An object instead of hex bytes: the device's translator encodes it now, and the command carries the bytes
+    // and the port it decided (the codec's fPort; the one asked for when it gives none). The port asked for is
+    // checked first, as the hex form's is.
     const toEncode = spec ? objectToEncode(command, data) : null;
-    const encoded = toEncode ? await encoder.encodeDownlink(iotnodeId, toEncode.object, fPortOf(toEncode.fPort), toEncode.field) : null;
+    const asked = toEncode && toEncode.fPort !== undefined ? checkFPort(toEncode.fPort, toEncode.portField) : undefined;
+    const encoded = toEncode ? await encoder.encodeDownlink(iotnodeId, toEncode.object, asked, toEncode.field) : null;
     const request = requestOf(
       {
         id,
@@ -86,7 +89,7 @@ export function deviceCommands(deps: Deps, registry: Registry, openapi: OpenApiD
         data,
         at: context.now,
       },
-      encoded ? { encoded: encoded.hexEncoded } : {},
+      encoded ? { encoded: { hex: encoded.hexEncoded, fPort: encoded.fPort } } : {},
     );
     const handled = await handle(deps.store, commandStream(id), commandDecider, { type: 'RequestCommand', request }, context);
     return { id, integration, request, handled };

@@ -20,7 +20,7 @@ import type { RecordedEvent } from '../../domain/shared/events.js';
 import { revisions, streamEvents } from '../../domain/audit/history.js';
 import { downlinkExamples, proposeTranslator, uplinkExamples, type ReviewNote } from '../../domain/translators/proposal.js';
 import { parseSemver } from '../../domain/translators/semver.js';
-import { exampleInputProblem, exampleUplink, firstDifference, isTranslatorError, type Entries, type ExampleInput, type Sandbox } from '../../sandbox/index.js';
+import { exampleInputProblem, exampleUplink, firstDifference, isTranslatorError, MAX_EXAMPLES, type Entries, type ExampleInput, type Sandbox } from '../../sandbox/index.js';
 import type { TranslatorsTable } from '../../projections/translators.js';
 import type { Translation } from '../../ingest/translate.js';
 import { readableBy } from '../access.js';
@@ -174,8 +174,12 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
     if (body.codecYaml !== undefined && !isRecord(codecYaml)) throw ValidationError.field('codecYaml', 'must be a YAML mapping (uplinkDecoder: {examples: […]})');
     const now = requestContext(deps, req).now;
     const uplinks = uplinkExamples(codecYaml);
+    const listed = downlinkExamples(codecYaml);
+    // Each example may run for the whole deadline: as many as an upload carries, no more.
+    if (uplinks.length > MAX_EXAMPLES) throw ValidationError.field('codecYaml', `has ${uplinks.length} uplink examples, more than the ${MAX_EXAMPLES} an import runs`);
+    if (listed.length > MAX_EXAMPLES) throw ValidationError.field('codecYaml', `has ${listed.length} downlinkEncoder examples, more than the ${MAX_EXAMPLES} an import runs`);
     const runnable = uplinks.filter((e) => isRecord(e.input) && !exampleInputProblem(e.input as ExampleInput));
-    const downlinks = downlinkExamples(codecYaml).filter((e) => isRecord(e.input) && isRecord((e.input as { data?: unknown }).data));
+    const downlinks = listed.filter((e) => isRecord(e.input) && isRecord((e.input as { data?: unknown }).data));
     const samples = await codeCheck(() =>
       sandbox.sample(body.code, {
         uplinks: runnable.map((e) => ({ encodedData: exampleUplink(e.input as ExampleInput), receivedAt: now })),

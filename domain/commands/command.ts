@@ -91,20 +91,30 @@ export function checkHex(value: unknown, field: string): string {
   return value.toLowerCase();
 }
 
+/** A payload the device's translator encoded from the command's `object`: its bytes as hex, and the port its codec chose. */
+export interface EncodedPayload {
+  hex: string;
+  fPort: number;
+}
+
 /**
  * The downlink a queue command carries, in either of the spec's forms:
  * `{confirmed, reference, fPort, data: hex}` or the generic
  * `{callName: sendDownlink, callData: {devEui, payload: {fPort, payloadHex}}}`.
  * An already encoded payload (`encoded`, from the device's translator) takes
- * the place of the hex.
+ * the place of the hex, and its port that of the one asked for.
  */
-export function downlinkOf(command: string, data: Record<string, unknown>, encoded?: string): Downlink {
+export function downlinkOf(command: string, data: Record<string, unknown>, encoded?: EncodedPayload): Downlink {
   if (command === API_CALL) {
     const callData = isRecord(data.callData) ? data.callData : {};
     const payload = isRecord(callData.payload) ? callData.payload : {};
-    return { fPort: checkFPort(payload.fPort, 'data.callData.payload.fPort'), hex: encoded !== undefined ? checkHex(encoded, 'data.callData.payload.object') : checkHex(payload.payloadHex, 'data.callData.payload.payloadHex'), confirmed: payload.confirmed === true };
+    return encoded
+      ? { fPort: checkFPort(encoded.fPort, 'data.callData.payload.object'), hex: checkHex(encoded.hex, 'data.callData.payload.object'), confirmed: payload.confirmed === true }
+      : { fPort: checkFPort(payload.fPort, 'data.callData.payload.fPort'), hex: checkHex(payload.payloadHex, 'data.callData.payload.payloadHex'), confirmed: payload.confirmed === true };
   }
-  const downlink: Downlink = { fPort: checkFPort(data.fPort, 'data.fPort'), hex: encoded !== undefined ? checkHex(encoded, 'data.object') : checkHex(data.data, 'data.data'), confirmed: data.confirmed === true };
+  const downlink: Downlink = encoded
+    ? { fPort: checkFPort(encoded.fPort, 'data.object'), hex: checkHex(encoded.hex, 'data.object'), confirmed: data.confirmed === true }
+    : { fPort: checkFPort(data.fPort, 'data.fPort'), hex: checkHex(data.data, 'data.data'), confirmed: data.confirmed === true };
   if (typeof data.reference === 'string') downlink.reference = data.reference;
   return downlink;
 }
@@ -118,7 +128,7 @@ export function checkCallDevEui(data: Record<string, unknown>, devEui: string | 
 }
 
 /** The request a command becomes: its kind, its downlink or message, checked. */
-export function requestOf(input: Omit<CommandRequest, 'kind' | 'downlink' | 'publish'>, extra: { encoded?: string; publishTopic?: string } = {}): CommandRequest {
+export function requestOf(input: Omit<CommandRequest, 'kind' | 'downlink' | 'publish'>, extra: { encoded?: EncodedPayload; publishTopic?: string } = {}): CommandRequest {
   const spec = COMMANDS[input.integration][input.command];
   if (!spec) {
     const known = Object.keys(COMMANDS[input.integration]);

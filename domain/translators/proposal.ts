@@ -9,6 +9,7 @@
  */
 import {
   MAX_RESULT_DEPTH,
+  MAX_SPEC_FIELDS,
   UNITS,
   compileFieldMap,
   exampleInputProblem,
@@ -22,6 +23,7 @@ import {
   type TranslatorSpec,
   type UnmappedPolicy,
 } from '../../sandbox/index.js';
+import { ValidationError } from '../shared/errors.js';
 import { reservedReason } from './translator.js';
 
 export interface ReviewNote {
@@ -329,9 +331,18 @@ export function proposeTranslator(input: ProposalInput): Proposal {
     }
   });
 
+  // Each value becomes a field: past what a spec may declare, the proposal could never be uploaded.
+  if (leaves.size > MAX_SPEC_FIELDS) {
+    throw ValidationError.field('code', `gives ${leaves.size} values on the examples of codecYaml, more than the ${MAX_SPEC_FIELDS} fields a spec may declare; declare the spec and fieldMap by hand`);
+  }
+
   const spec: TranslatorSpec = {};
   const fieldMap: FieldMap = {};
   const taken = new Set<string>();
+  /** The number the next repeat of a name gets, so numbering never counts up again from 2. */
+  const nextNumber = new Map<string, number>();
+  /** The codec path each field comes from, for the description. */
+  const sourceOf = new Map<string, string>();
   for (const leaf of leaves.values()) {
     const { type, mixed, nulls } = typeOf(leaf.values);
     const g = guess(leaf, type);
@@ -343,12 +354,14 @@ export function proposeTranslator(input: ProposalInput): Proposal {
       name = renamed;
     }
     if (taken.has(name)) {
-      let n = 2;
+      let n = nextNumber.get(name) ?? 2;
       while (taken.has(`${name}${n}`)) n++;
+      nextNumber.set(name, n + 1);
       review.push({ path: leaf.path, field: `${name}${n}`, note: `${name} was already proposed for another path: numbered, pick a clearer name` });
       name = `${name}${n}`;
     }
     taken.add(name);
+    sourceOf.set(name, leaf.path);
     const entry: FieldSpec = type === 'number' ? { type: 'number', unit: (g.unit ?? '') as never, quantity: g.quantity } : (type as FieldSpec);
     spec[name] = entry;
     const converts = g.scale !== undefined || g.offset !== undefined;
@@ -396,7 +409,7 @@ export function proposeTranslator(input: ProposalInput): Proposal {
   const name = input.name ?? slug(typeof device.name === 'string' ? device.name : 'imported codec');
   const what = typeof device.description === 'string' ? device.description.trim().replace(/\.?$/, '.') : typeof device.name === 'string' ? `${device.name}.` : 'A device decoded by an imported codec.';
   const lines = Object.entries(spec).map(([field, entry]) => {
-    const source = Object.entries(fieldMap).find(([, e]) => e.field === field)?.[0] ?? field;
+    const source = sourceOf.get(field) ?? field;
     const unit = typeof entry === 'string' ? entry : entry.unit === '' ? 'dimensionless' : entry.unit;
     return `- \`${field}\` (${unit}): the codec's \`${source}\``;
   });

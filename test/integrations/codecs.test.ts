@@ -60,6 +60,31 @@ codecs('when a command carries an object, then the device\'s codec encodes it an
   assert.is(item.data, downlink!.hexEncoded);
 });
 
+codecs('when a command carries an object and asks for a port its codec does not use, then the downlink goes out on the codec\'s port', async ({ t, ns, devices }) => {
+  const i = deviceCodecs.indexOf(draginoLht65);
+  const [downlink] = draginoLht65.downlinks!;
+  ns.requests.length = 0;
+  const res = await t.call('PUT', '/api/iotnodes/command', { body: { command: 'loraAppServerQueueDownlink', iotnodeId: devices.get(draginoLht65.name)!, data: { fPort: '9', object: downlink!.data } } });
+  assert.is(res.status, 202, res.text);
+  assert.is(downlink!.port, 2, 'the codec encodes this downlink for port 2');
+  const post = ns.requests.find((r) => r.method === 'POST')!;
+  assert.equal(post.body, { queueItem: { devEui: euiOf(i), confirmed: false, fPort: 2, data: Buffer.from(downlink!.hexEncoded, 'hex').toString('base64') } });
+  const item = ((await t.call('GET', `/api/iotnodes/${devices.get(draginoLht65.name)}/downlinks`)).body as Record<string, unknown>[]).find((d) => d.commandId === res.body.commandId)!;
+  assert.is(item.fPort, 2);
+});
+
+codecs('when a command with an object asks for a port outside 1 to 223, then 422 names the port and nothing is sent', async ({ t, ns, devices }) => {
+  const before = ns.requests.length;
+  const device = devices.get(draginoLht65.name)!;
+  const zero = await t.call('PUT', '/api/iotnodes/command', { body: { command: 'loraAppServerQueueDownlink', iotnodeId: device, data: { fPort: '0', object: { interval: 60 } } } });
+  assert.is(zero.status, 422, zero.text);
+  assert.is(zero.text, 'ERR - data.fPort must be a LoRaWAN application port, 1 to 223 (a number or a string of digits)');
+  const call = await t.call('PUT', '/api/iotnodes/command', { body: { command: 'apiCall', iotnodeId: device, data: { callName: 'sendDownlink', callData: { payload: { fPort: 300, object: { interval: 60 } } } } } });
+  assert.is(call.status, 422, call.text);
+  assert.match(call.text, /^ERR - data\.callData\.payload\.fPort must be a LoRaWAN application port/);
+  assert.is(ns.requests.length, before, 'nothing reached the network server');
+});
+
 codecs('when the codec refuses the object, or the device has no encoder, then 422 naming the object and nothing is stored', async ({ t, ns, devices }) => {
   const before = ns.requests.length;
   const refused = await t.call('PUT', '/api/iotnodes/command', { body: { command: 'loraAppServerQueueDownlink', iotnodeId: devices.get(draginoLht65.name)!, data: { fPort: 2, object: { interval: -5 } } } });

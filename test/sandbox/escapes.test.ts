@@ -1,6 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createSandbox, type PoolStats, type Program, type Sandbox } from '../../sandbox/index.js';
+import { createSandbox, type PoolStats, type Program, type Sandbox, type TranslatorError } from '../../sandbox/index.js';
 import { climateHex, climateSensor, rejection } from './fixtures.js';
 
 /**
@@ -171,6 +171,46 @@ escapes('given a thrown non-error, when called, then it is a runtime error and t
   const error = await rejection(outcome, 'runtime');
   assert.match(error.message, 'a string');
   await decodesNormally(program, before, false);
+});
+
+escapes('given code that throws null or makes look-alikes of the engine\'s limit errors, when called, then each is a runtime failure and the context is kept', async ({ sandbox }) => {
+  const forgeries = [
+    'throw null',
+    'throw new InternalError("out of memory")',
+    'throw InternalError("stack overflow")',
+    'throw new InternalError("interrupted")',
+    'var e = new Error("interrupted"); e.name = "InternalError"; throw e',
+    'throw Reflect.construct(Error, ["out of memory"], InternalError)',
+    'class Limit extends InternalError {} throw new Limit("out of memory")',
+    'return { get toJSON() { throw new InternalError("out of memory"); } }',
+  ];
+  const program = await sandbox.load({
+    key: 'forger@1.0.0',
+    code: `function translate({ encodedData }) {\n${forgeries.map((f, i) => `  if (encodedData.port === ${i}) { ${f} }`).join('\n')}\n  return { result: { outcome: 'fine' } };\n}`,
+    spec,
+  });
+  for (const [port, forgery] of forgeries.entries()) {
+    const before = program.stats();
+    const started = performance.now();
+    const error = await program.decode({ hexEncoded: '', port }).then(
+      (): TranslatorError => {
+        throw new Error(`${forgery} decoded`);
+      },
+      (e: TranslatorError) => e,
+    );
+    assert.ok(error.kind === 'runtime' || error.kind === 'result', `${forgery}: ${error.kind} ${error.message}`);
+    assert.is(error.discarded, false, forgery);
+    assert.ok(performance.now() - started < 900, `${forgery}: not held to the deadline`);
+    assert.equal((await program.decode({ hexEncoded: '', port: 99 })).result, { outcome: 'fine' });
+    assert.is(program.stats().discarded, before.discarded, `${forgery}: the context was discarded`);
+  }
+});
+
+escapes('given a real stack overflow caught and thrown again, when called, then it is the engine\'s memory failure', async ({ sandbox }) => {
+  const program = await sandbox.load({ key: 'rethrow@1.0.0', code: 'function translate() { try { (function f() { f(); })(); } catch (e) { throw e; } }', spec });
+  const error = await rejection(program.decode({ hexEncoded: '', port: 1 }), 'memory');
+  assert.match(error.message, 'stack overflow');
+  assert.is(error.discarded, true);
 });
 
 escapes('given failed calls, when counted, then a context that hit a limit was discarded and one that threw was reused', async ({ program, sandbox }) => {

@@ -147,9 +147,33 @@ isolation('given code assigning names on its own objects that built-ins also hav
   assert.equal((await check.decode({ hexEncoded: '', port: 1 })).result, { name: 'TypeError', text: '[object Object]' });
 });
 
-isolation('given code whose top level returns, when loaded, then it is refused with the reason', async ({ sandbox }) => {
-  const error = await rejection(sandbox.compile(`function translate() { return {}; }\nreturn 5;`), 'runtime');
+isolation('given code whose top level returns, when loaded, then it is refused with the reason and the place', async ({ sandbox }) => {
+  const error = await rejection(sandbox.compile(`function translate() { return {}; }\nreturn 5;`), 'upload');
   assert.match(error.message, 'returned from its top level');
+  assert.is(error.line, 2);
+});
+
+/** Code that closes the factory it is pasted into, declares state outside it, and opens a factory again for the rest. */
+const BREAKOUT = `})(); })
+;let state = { n: 0, seen: [] };
+(function () { return (function () {
+function translate({ encodedData }) {
+  state.n++;
+  state.seen.push(encodedData.hexEncoded);
+  return { result: { out: 'call ' + state.n + ' previously seen: ' + state.seen.join(',') } };
+}`;
+
+isolation('given code that closes the factory around it to keep state outside, when loaded, then it is refused as a syntax error at its first line', async ({ sandbox }) => {
+  const error = await rejection(load(sandbox, BREAKOUT, { out: 'string' }), 'upload');
+  assert.match(error.message, 'SyntaxError');
+  assert.is(error.line, 1);
+  const hijack = `})(); })\n;let JSON = { stringify: function () { return '{"ok":{"result":{"out":"forged"}}}'; } };\n(function () { return (function () {\nfunction translate() { return {}; }`;
+  await rejection(sandbox.compile(hijack), 'upload');
+});
+
+isolation('given code that is whole on its own, when a later line has a syntax error, then its line is the code\'s own', async ({ sandbox }) => {
+  const error = await rejection(sandbox.compile(`'use strict';\nfunction translate() {\n  return { result: { x: 1 } };\n}\n}`), 'upload');
+  assert.is(error.line, 5);
 });
 
 isolation.run();

@@ -7,7 +7,8 @@ import { rejection } from './fixtures.js';
  * A decoder with a top-level call counter. Every call runs a fresh instance
  * of the code, so the count is 1 in every call, whether the context is a
  * reused warm one or a new one: the pool's statistics tell them apart.
- * Port 1 decodes; ports 2 to 4 throw, loop, and exhaust the heap.
+ * Port 1 decodes; ports 2 to 4 throw, loop, and exhaust the heap; port 5
+ * decodes and leaves a promise job pending.
  */
 const counting = `
 var calls = 0;
@@ -16,6 +17,7 @@ function translate({ encodedData }) {
   if (encodedData.port === 2) throw new Error('bad frame');
   if (encodedData.port === 3) while (true) {}
   if (encodedData.port === 4) { const chunks = []; for (;;) chunks.push('x'.repeat(1024 * 1024) + chunks.length); }
+  if (encodedData.port === 5) Promise.resolve().then(function () {});
   return { result: { calls } };
 }
 `;
@@ -60,6 +62,33 @@ pool('given a time-out and an out-of-memory failure, when each context is dispos
     assert.is(program.stats().reused, failed.reused + 1, 'the new context is then reused');
   }
   assert.is(sandbox.stats().disposeFailures, 0);
+});
+
+pool('given failures that cost the context and one that does not, when each is caught, then the error says whether the context was discarded', async ({ program }) => {
+  assert.is((await rejection(program.decode({ hexEncoded: '', port: 4 }), 'memory')).discarded, true);
+  assert.is((await rejection(program.decode({ hexEncoded: '', port: 2 }), 'runtime')).discarded, false);
+  assert.is((await program.decode({ hexEncoded: '', port: 1 })).discarded, undefined);
+  assert.is((await program.decode({ hexEncoded: '', port: 5 })).discarded, true, 'promise jobs left pending cost the context, though the result stands');
+});
+
+pool('given a translator whose calls leave lodash caching long paths, when one device\'s uplinks have filled the heap with them, then the context is replaced before another device\'s uplink runs out of memory', async ({ sandbox }) => {
+  // lodash memoizes each string path _.get parses, in a cache of its own that outlives the call.
+  const program = await sandbox.load({
+    key: 'path-cache@1.0.0',
+    code: `function translate({ encodedData }) {
+      if (encodedData.port === 1) return { result: { calls: new Uint8Array(10 * 1024 * 1024).fill(1).length } };
+      _.get({}, 'k'.repeat(300000) + encodedData.port + '.x');
+      return { result: { calls: encodedData.port } };
+    }`,
+    spec: { calls: { type: 'number', unit: '', quantity: 'count' } },
+  });
+  const recycled: number[] = [];
+  for (let port = 10; port < 24; port++) {
+    const out = await program.decode({ hexEncoded: '', port });
+    if (out.discarded) recycled.push(port);
+  }
+  assert.ok(recycled.length >= 1, 'a context that kept megabytes from call to call was replaced');
+  assert.is((await program.decode({ hexEncoded: '', port: 1 })).result.calls, 10 * 1024 * 1024, "the other device's uplink has the heap it is promised");
 });
 
 pool('given a throw, when the next call comes, then the same context serves it, from the same starting state', async ({ program }) => {

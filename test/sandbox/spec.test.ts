@@ -152,6 +152,20 @@ output('given results with nothing written as null, when emitted, then they cros
   assert.match(error.message, 'sensor gone');
 });
 
+output('given NaN or an infinity inside an object or a list, when emitted, then an infinity anywhere and NaN in a list are refused by their path, NaN under a key is dropped', async ({ program }) => {
+  const cases: Array<[string, string]> = [
+    [`{ result: { settings: { a: { b: Infinity } } } }`, 'settings.a.b: Infinity is not a finite number'],
+    [`{ result: { readings: [1, -Infinity] } }`, 'readings[1]: -Infinity is not a finite number'],
+    [`{ result: { readings: [1, { x: [NaN] }] } }`, 'readings[1].x[0]: NaN is not a finite number'],
+    [`{ result: { readings: [NaN] }, additionalDeviceUpdates: [] }`, 'readings[0]: NaN is not a finite number'],
+  ];
+  for (const [expression, why] of cases) {
+    const error = await rejection(emit(program, expression), 'spec');
+    assert.is(error.message, why, expression);
+  }
+  assert.equal((await emit(program, `{ result: { settings: { a: NaN, b: 1, c: { d: NaN } } } }`)).result, { settings: { b: 1, c: {} } });
+});
+
 output('given a key that is not in the spec, when emitted, then the whole translation is rejected naming the key', async ({ program }) => {
   const error = await rejection(emit(program, `{ result: { temperature: 20, humidity: 40 } }`), 'spec');
   assert.is(error.key, 'humidity');

@@ -297,6 +297,11 @@ upload('given code just over the size cap, when compiled, then it is rejected be
   await rejection(sandbox.compile(`// ${'é'.repeat(MAX_CODE_BYTES / 2)}\nfunction translate() { return {}; }`), 'upload');
 });
 
+upload('given code whose top level throws null or an InternalError of its own, when compiled, then it is a runtime error, not a memory failure', async ({ sandbox }) => {
+  assert.match((await rejection(sandbox.compile('throw null;\nfunction translate() { return {}; }'), 'runtime')).message, 'Thrown value: null');
+  assert.match((await rejection(sandbox.compile('throw new InternalError("out of memory");\nfunction translate() { return {}; }'), 'runtime')).message, 'InternalError: out of memory (line 1');
+});
+
 upload('given code whose top level throws, when compiled, then it is a runtime error with the line', async ({ sandbox }) => {
   const error = await rejection(sandbox.compile(`function translate() { return {}; }\nthrow new RangeError('bad setup');`), 'runtime');
   assert.match(error.message, 'RangeError: bad setup');

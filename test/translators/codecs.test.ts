@@ -99,6 +99,23 @@ codecs('given an import, when the YAML does not parse or the code is not a codec
   assert.match(broken.text, /^ERR - code SyntaxError/);
 });
 
+codecs('given an import with more examples than an upload carries, or a codec giving more values than a spec declares, then 422 names the cap before any runs', async ({ t }) => {
+  const example = '    - input: { fPort: 5, bytes: [1, 0, 10] }\n      output: { data: { temperature: 1 } }\n';
+  const uplinks = await importCodec(t, elsysErsCo2, { codecYaml: `uplinkDecoder:\n  examples:\n${example.repeat(51)}` });
+  assert.is(uplinks.status, 422, uplinks.text);
+  assert.is(uplinks.text, 'ERR - codecYaml has 51 uplink examples, more than the 50 an import runs');
+  const downlink = '    - input: { data: { interval: 60 } }\n      output: { bytes: [1], fPort: 1 }\n';
+  const downlinks = await importCodec(t, elsysErsCo2, { codecYaml: `uplinkDecoder:\n  examples:\n${example}downlinkEncoder:\n  examples:\n${downlink.repeat(51)}` });
+  assert.is(downlinks.status, 422, downlinks.text);
+  assert.is(downlinks.text, 'ERR - codecYaml has 51 downlinkEncoder examples, more than the 50 an import runs');
+  const wide = await importCodec(t, elsysErsCo2, {
+    code: 'function decodeUplink() { var data = {}; for (var i = 0; i < 600; i++) data["k" + i] = i; return { data: data }; }',
+    codecYaml: `uplinkDecoder:\n  examples:\n${example}`,
+  });
+  assert.is(wide.status, 422, wide.text);
+  assert.match(wide.text, /^ERR - code gives 600 values on the examples of codecYaml, more than the 500 fields a spec may declare/);
+});
+
 codecs('given each reviewed codec uploaded with its field map and examples, when its raw uplinks arrive over MQTT, then the device holds exactly the canonical fields', async ({ t, p, reviewed }) => {
   const c = await connectMqtt(t, p.username, p.password);
   for (const [n, codec] of deviceCodecs.entries()) {

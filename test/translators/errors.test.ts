@@ -162,16 +162,22 @@ errors('when a result carries __proto__ at any depth, then it is rejected and th
   await misbehaves(ctx, 21, /\(spec\): __proto__/);
 });
 
+/** A device of its own on the hostile decoder, for a failure that costs the sandbox its context: three of those on one device suspend the decoder there. */
+async function ownDevice(ctx: { t: TestPlatform; device: string; count: number; next: number }, name: string) {
+  const device = (await givenDevice(ctx.t, { name, translatorPreferences: [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }] }))._id;
+  return { ...ctx, device, count: 0 };
+}
+
 errors('when a decoder loops forever, then it is stopped after its deadline and logged as a time-out', async (ctx) => {
-  await misbehaves(ctx, 30, /\(timeout\)/);
+  await misbehaves(await ownDevice(ctx, 'looping once'), 30, /\(timeout\)/);
 });
 
 errors('when a decoder allocates without bound, then it is stopped at the memory cap and logged', async (ctx) => {
-  await misbehaves(ctx, 31, /\(memory\)/);
+  await misbehaves(await ownDevice(ctx, 'heap bomb once'), 31, /\(memory\)/);
 });
 
 errors('when a decoder recurses without end, then it is stopped and logged', async (ctx) => {
-  await misbehaves(ctx, 32, /\((memory|runtime)\)/);
+  await misbehaves(await ownDevice(ctx, 'recursing once'), 32, /\((memory|runtime)\)/);
 });
 
 errors('when a decoder reaches for require, process, or the host through globalThis and Function constructors, then it finds nothing and is logged', async (ctx) => {
@@ -307,8 +313,35 @@ errors('when one device’s payloads make a shared decoder loop three times with
   assert.equal(own.encodedData, { hexEncoded: climateHex(18.5, 0, 0), port: 1 });
   assert.is(t.platform.translation.calls, calls + 1, 'the decoder is not run for the suspended device');
   const logs = await logsAtLeast(t, a, 4);
-  assert.match(logs[0]!.message, /^Translator hostile-decoder 1\.0\.0 failed \(suspended\): suspended for this device until \S+ after 3 time-outs on its uplinks within 60 s; the uplink is stored undecoded$/);
+  assert.match(logs[0]!.message, /^Translator hostile-decoder 1\.0\.0 failed \(suspended\): suspended for this device until \S+ after 3 time-outs, or other failures that cost a new sandbox context, on its uplinks within 60 s; the uplink is stored undecoded$/);
   assert.is((await uplink(t, b, climateHex(19.5, 0, 0), 1)).temperature, 19.5);
+});
+
+errors('when one device’s payloads make a shared decoder run out of memory three times within a minute, then only that device is suspended', async (ctx) => {
+  const { t } = ctx;
+  const preferences = [{ name: 'hostile-decoder', version: '1.0.0', upgradePolicy: 'none' }];
+  const a = (await givenDevice(t, { name: 'heap-filling payloads', translatorPreferences: preferences }))._id;
+  const b = (await givenDevice(t, { name: 'heap neighbour', translatorPreferences: preferences }))._id;
+  for (let i = 0; i < 3; i++) await uplink(t, a, 'abcd', 31);
+  assert.ok((await logsAtLeast(t, a, 3)).every((l) => /failed \(memory\)/.test(l.message)));
+  const calls = t.platform.translation.calls;
+  const own = await uplink(t, a, climateHex(18.5, 0, 0), 1);
+  assert.is(own.temperature, undefined, 'the suspended device’s uplink is stored undecoded');
+  assert.is(t.platform.translation.calls, calls, 'the decoder is not run for the suspended device');
+  assert.match((await logsAtLeast(t, a, 4))[0]!.message, /failed \(suspended\): suspended for this device until /);
+  assert.is((await uplink(t, b, climateHex(19.5, 0, 0), 1)).temperature, 19.5, 'another device on the same decoder decodes');
+});
+
+errors('when a decoder leaves promise jobs pending on every uplink, then its results are stored, and after three within a minute the device is suspended', async (ctx) => {
+  const { t } = ctx;
+  await givenTranslator(t, { name: 'leaves-jobs', match: {}, spec, code: 'function translate() { Promise.resolve().then(function () {}); return { result: { temperature: 5 } }; }' });
+  const device = (await givenDevice(t, { name: 'pending jobs', translatorPreferences: [{ name: 'leaves-jobs', version: '1.0.0', upgradePolicy: 'none' }] }))._id;
+  for (let i = 0; i < 3; i++) assert.is((await uplink(t, device, 'abcd', 1)).temperature, 5, 'the result of a call that left jobs stands');
+  const calls = t.platform.translation.calls;
+  const fourth = await uplink(t, device, 'beef', 1);
+  assert.equal(fourth.encodedData, { hexEncoded: 'beef', port: 1 });
+  assert.is(t.platform.translation.calls, calls, 'the decoder is not run for the suspended device');
+  assert.match((await logsAtLeast(t, device, 1))[0]!.message, /^Translator leaves-jobs 1\.0\.0 failed \(suspended\)/);
 });
 
 errors.run();

@@ -103,6 +103,11 @@ upload('when the code has a syntax error, then 422 gives the error with its line
   assert.is(await eventCount(t), before, 'a refused upload stores nothing');
 });
 
+upload('when the code closes the function it runs in to keep state outside it, then 422 at its first line and nothing is stored', async ({ t }) => {
+  const code = "})(); })\n;let kept = [];\n(function () { return (function () {\nfunction translate({ encodedData }) { kept.push(encodedData.hexEncoded); return { result: { temperature: kept.length } }; }";
+  await refused(t, { name: 'breakout', code }, 422, /^ERR - code SyntaxError: .*\(line 1, column 1\)$/);
+});
+
 upload('when the code loops forever at its top level, then 422 and the platform keeps serving', async ({ t }) => {
   await refused(t, { name: 'top-loop', code: 'while (true) {}\nfunction translate() { return {}; }' }, 422, /^ERR - code /);
   assert.is((await t.call('GET', '/api/health', { token: null })).status, 200);
