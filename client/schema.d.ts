@@ -2095,7 +2095,9 @@ export interface paths {
      * that bring the codec's output under the data-model rules (flat lowerCamelCase names, accepted units with
      * conversions), `unmapped`, and the examples with their expected data brought through the map. Nothing is
      * stored: review the proposal (`review` says what was guessed), change what needs changing and upload it with
-     * `POST /api/translators`. Needs POST on `translator`. 422 when the YAML does not parse, or the code does not
+     * `POST /api/translators`. Needs POST on `translator`. The YAML is read as plain data (the core schema, no tags
+     * such as `!!binary` or `!!timestamp`, at most 100 aliases and none inside its own anchor, at most 256 levels).
+     * 422 when the YAML does not parse or is not plain data, or the code does not
      * compile or defines no `decodeUplink`, when the YAML has more than 50 uplink or 50 downlink examples, or when
      * the codec gives more values on them than the 500 fields a spec may declare; 413 for code above 256 KiB. The
      * examples stop after 10 s in all, the rest noted in `review` as not run.

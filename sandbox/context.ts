@@ -280,6 +280,8 @@ export class TranslatorContext {
     runtime.setMaxStackSize(MAX_STACK_BYTES);
     const context = runtime.newContext();
     const handles: QuickJSHandle[] = [];
+    /** What the engine was doing, to tell a failure of the host's own stack in compiling the code from one in running it. */
+    let phase: 'prelude' | 'compile' | 'run' = 'prelude';
     const abandon = () => {
       handles.forEach(release);
       release(context);
@@ -315,6 +317,7 @@ export class TranslatorContext {
       };
 
       arm(PRELUDE_TIMEOUT_MS);
+      phase = 'prelude';
       const prelude = evaluate(preludeSource(), 'prelude.js');
       if (isThrown(prelude)) throw new Error(`sandbox prelude failed: ${prelude.name}: ${prelude.message}`);
       prelude.dispose();
@@ -346,6 +349,7 @@ export class TranslatorContext {
       // code alone as a script: then nothing in it can close what surrounds
       // it. (Its Function constructor pastes a body between braces too.)
       arm(limits.timeoutMs);
+      phase = 'compile';
       const alone = evaluate(code, CODE_FILENAME, true);
       if (isThrown(alone)) {
         const location = locate(alone.stack, 0);
@@ -372,6 +376,7 @@ export class TranslatorContext {
       // The first run of the top level: it must finish, and define an entry point.
       arm(limits.timeoutMs);
       const installFn = context.getProp(harness, 'install');
+      phase = 'run';
       const started = Date.now();
       const heapBefore = memory.buffer.byteLength;
       const installed = callString(installFn, factory);
@@ -397,7 +402,14 @@ export class TranslatorContext {
       return built;
     } catch (error) {
       abandon();
-      throw error;
+      if (error instanceof TranslatorError || phase === 'prelude') throw error;
+      // The engine's parser and interpreter recurse on the host's own stack
+      // too, below the limit the engine keeps: code nested deeply enough
+      // (`[[[[…` 100,000 levels) runs the host out of stack inside the engine,
+      // which is left unusable. That is the code's problem, answered as such.
+      const message = error instanceof Error ? error.message : String(error);
+      if (phase === 'compile') throw new TranslatorError('upload', `the code nests too deeply to be compiled (the engine failed: ${message})`);
+      throw new TranslatorError(/call stack/i.test(message) ? 'memory' : 'runtime', `the sandbox engine failed running the code's top level: ${message}`);
     }
   }
 

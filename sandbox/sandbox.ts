@@ -127,6 +127,9 @@ interface Compiled {
 /** Examples stop running after this long in all (at upload and at import); a looping codec costs a second per example. */
 export const EXAMPLES_BUDGET_MS = 10_000;
 
+/** Lets the event loop run between two examples, so an upload's or an import's examples never hold ingest up for more than one of them. */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** Same spec, same text, whatever the key order. */
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
@@ -416,6 +419,7 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
               if (context !== first && !context.dispose()) disposeFailures++;
               context = await TranslatorContext.create(source.code, limits);
             }
+            if (results.length > 0) await turn();
             results.push(runExample(context, compiled, example, at, parameters));
           }
         } finally {
@@ -431,6 +435,7 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
         const attempt = async <T>(run: (c: TranslatorContext) => T): Promise<Sampled<T>> => {
           // As at upload: a codec that loops costs a second per input, so they stop after the budget.
           if (Date.now() - started > examplesBudgetMs) return { error: notRun, kind: 'timeout', codecErrors: [] };
+          await turn();
           if (context.broken) {
             if (context !== first && !context.dispose()) disposeFailures++;
             context = await TranslatorContext.create(code, limits);

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { Router } from 'express';
-import { parse as parseYaml } from 'yaml';
+import { parseDocument as parseYamlDocument } from 'yaml';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { ConflictError, NotFoundError, PayloadTooLargeError, ValidationError, type Problem } from '../../domain/shared/errors.js';
@@ -95,12 +95,55 @@ async function codeCheck<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Nesting a device-repository YAML file may have (its examples' data deeper than 32 levels is left out of a proposal, with a note). */
+const MAX_YAML_DEPTH = 256;
+const MAX_YAML_ALIASES = 100;
+
+/**
+ * A device-repository YAML file, read as the plain data it is: the core
+ * schema (no `!!binary`, `!!set`, `!!timestamp` or other tags that would make
+ * a Buffer, a Set or a Date), at most 100 aliases, and no alias inside its
+ * own anchor (`&d {self: *d}` would make data that refers to itself).
+ */
 function parseYamlField(field: string, text: string | undefined): unknown {
   if (text === undefined) return undefined;
+  const invalid = (why: string) => ValidationError.field(field, `is not valid YAML: ${why.split('\n')[0]}`);
+  let value: unknown;
   try {
-    return parseYaml(text, { maxAliasCount: 100 });
+    // resolveKnownTags: false, or !!binary, !!set and !!timestamp are resolved whatever the schema.
+    const document = parseYamlDocument(text, { schema: 'core', resolveKnownTags: false, merge: false, uniqueKeys: true, logLevel: 'silent', prettyErrors: false });
+    const problem = document.errors[0] ?? document.warnings[0];
+    if (problem) {
+      const tag = /^Unresolved tag: (.*)$/.exec(problem.message);
+      throw tag ? ValidationError.field(field, `uses the tag ${tag[1]!.replace(/^tag:yaml\.org,2002:/, '!!')}: only plain data is read (maps, lists, strings, numbers, true, false, null)`) : invalid(problem.message);
+    }
+    value = document.toJS({ maxAliasCount: MAX_YAML_ALIASES });
   } catch (error) {
-    throw ValidationError.field(field, `is not valid YAML: ${(error as Error).message.split('\n')[0]}`);
+    if (error instanceof ValidationError) throw error;
+    throw invalid((error as Error).message);
+  }
+  const problem = plainDataProblem(value);
+  if (problem) throw ValidationError.field(field, problem);
+  return value;
+}
+
+/** Why parsed YAML is not plain JSON data: a value that refers to itself, nesting too deep, a number JSON cannot hold, an object of another kind. */
+function plainDataProblem(value: unknown, depth = 0, ancestors: object[] = []): string | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `holds ${value}, which is not a finite number`;
+  if (value === null || typeof value !== 'object') return undefined;
+  const prototype = Object.getPrototypeOf(value) as unknown;
+  if (prototype !== Object.prototype && prototype !== Array.prototype && prototype !== null) return 'holds a value that is not plain data';
+  if (ancestors.includes(value)) return 'refers to itself: an alias is used inside its own anchor';
+  if (depth >= MAX_YAML_DEPTH) return `nests deeper than ${MAX_YAML_DEPTH} levels`;
+  ancestors.push(value);
+  try {
+    for (const item of Array.isArray(value) ? value : Object.values(value)) {
+      const problem = plainDataProblem(item, depth + 1, ancestors);
+      if (problem) return problem;
+    }
+    return undefined;
+  } finally {
+    ancestors.pop();
   }
 }
 

@@ -249,12 +249,16 @@ codecs('given a codec that loops on every input, when sampled for an import, the
   const sandbox = createSandbox({ poolSize: 1, timeoutMs: 100, examplesBudgetMs: 300 });
   try {
     const uplink = { encodedData: { hexEncoded: '01', port: 1 }, receivedAt: '2024-05-01T00:00:00Z' };
+    let turns = 0;
+    const timer = setInterval(() => turns++, 1);
     const started = performance.now();
     const samples = await sandbox.sample('function decodeUplink() { for (;;) {} }\nfunction encodeDownlink() { for (;;) {} }', {
       uplinks: Array.from({ length: 20 }, () => uplink),
       downlinks: Array.from({ length: 20 }, () => ({ data: {} })),
     });
     const ms = performance.now() - started;
+    clearInterval(timer);
+    assert.ok(turns >= 2, `the event loop turned ${turns} times while the examples ran`);
     const all = [...samples.uplinks, ...samples.downlinks];
     const skipped = all.filter((s) => 'error' in s && s.error === 'not run: the examples before it took more than 0.3 s');
     assert.ok(all.slice(0, 2).every((s) => 'error' in s && s.kind === 'timeout' && /timed out/.test(s.error)), JSON.stringify(all.slice(0, 2)));
@@ -264,6 +268,34 @@ codecs('given a codec that loops on every input, when sampled for an import, the
     sandbox.dispose();
   }
 });
+
+for (const at of ['upload', 'import'] as const) {
+  codecs(`given examples that each take 50 ms, when run at ${at}, then the event loop turns between them and those past the budget are not run`, async () => {
+    const sandbox = createSandbox({ poolSize: 1, examplesBudgetMs: 300 });
+    try {
+      const code = 'function decodeUplink() { var t = Date.now(); while (Date.now() - t < 50) {} return { data: { air: 1 } }; }';
+      await sandbox.compile(code);
+      // The longest the event loop waited, between turns of a timer due every millisecond.
+      let last = performance.now();
+      let longest = 0;
+      const timer = setInterval(() => {
+        const now = performance.now();
+        longest = Math.max(longest, now - last);
+        last = now;
+      }, 1);
+      const problems =
+        at === 'upload'
+          ? (await sandbox.check({ code, spec: { air: 'number' } }, Array.from({ length: 20 }, () => ({ input: { hexEncoded: '01', port: 1 }, output: { air: 1 } })), { at: '2024-05-01T00:00:00Z' })).examples.map((e) => e.problem ?? '')
+          : (await sandbox.sample(code, { uplinks: Array.from({ length: 20 }, () => ({ encodedData: { hexEncoded: '01', port: 1 }, receivedAt: '2024-05-01T00:00:00Z' })), downlinks: [] })).uplinks.map((u) => ('error' in u ? u.error : ''));
+      clearInterval(timer);
+      longest = Math.max(longest, performance.now() - last);
+      assert.ok(longest < 200, `the event loop waited ${Math.round(longest)} ms at once while the examples ran`);
+      assert.ok(problems.filter((p) => /^not run/.test(p)).length >= 10, problems.join('; '));
+    } finally {
+      sandbox.dispose();
+    }
+  });
+}
 
 codecs.run();
 

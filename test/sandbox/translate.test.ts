@@ -297,6 +297,13 @@ upload('given code just over the size cap, when compiled, then it is rejected be
   await rejection(sandbox.compile(`// ${'é'.repeat(MAX_CODE_BYTES / 2)}\nfunction translate() { return {}; }`), 'upload');
 });
 
+upload('given code nested deeper than the host\'s stack lets the engine parse, when compiled, then it is refused at upload and the sandbox goes on', async ({ sandbox }) => {
+  const deep = `var x = ${'['.repeat(100_000)}${']'.repeat(100_000)};\nfunction translate() { return {}; }`;
+  const error = await rejection(sandbox.compile(deep), 'upload');
+  assert.match(error.message, 'the code nests too deeply to be compiled');
+  assert.equal(await sandbox.compile('function translate() { return {}; }'), { translate: true, decodeUplink: false, encodeDownlink: false });
+});
+
 upload('given code whose top level throws null or an InternalError of its own, when compiled, then it is a runtime error, not a memory failure', async ({ sandbox }) => {
   assert.match((await rejection(sandbox.compile('throw null;\nfunction translate() { return {}; }'), 'runtime')).message, 'Thrown value: null');
   assert.match((await rejection(sandbox.compile('throw new InternalError("out of memory");\nfunction translate() { return {}; }'), 'runtime')).message, 'InternalError: out of memory (line 1');

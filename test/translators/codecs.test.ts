@@ -99,6 +99,34 @@ codecs('given an import, when the YAML does not parse or the code is not a codec
   assert.match(broken.text, /^ERR - code SyntaxError/);
 });
 
+codecs('given an import whose YAML refers to itself, carries tags for binary data, sets or dates, or nests without end, then 422 says so and nothing runs', async ({ t }) => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ codecYaml: 'uplinkDecoder:\n  examples:\n    - description: &d {self: *d}\n      input: {fPort: 1, bytes: [1]}\n      output: {data: {temperature: 1}}\n' }, /^ERR - codecYaml refers to itself: an alias is used inside its own anchor$/],
+    [{ deviceYaml: '&d {name: sensor, self: *d}\n' }, /^ERR - deviceYaml refers to itself/],
+    [{ codecYaml: 'uplinkDecoder:\n  examples:\n    - description: !!binary aGVsbG8=\n      input: {fPort: 1, bytes: [1]}\n' }, /^ERR - codecYaml uses the tag !!binary: only plain data is read/],
+    [{ codecYaml: 'uplinkDecoder:\n  examples:\n    - description: !!set {a, b}\n      input: {fPort: 1, bytes: [1]}\n' }, /^ERR - codecYaml uses the tag !!set/],
+    [{ deviceYaml: 'name: sensor\nreleased: !!timestamp 2001-12-14\n' }, /^ERR - deviceYaml uses the tag !!timestamp/],
+    [{ deviceYaml: `name: ${'['.repeat(300)}${']'.repeat(300)}\n` }, /^ERR - deviceYaml nests deeper than 256 levels$/],
+    [{ deviceYaml: `name: ${'['.repeat(20_000)}${']'.repeat(20_000)}\n` }, /^ERR - deviceYaml is not valid YAML: /],
+    [{ deviceYaml: 'name: sensor\nrange: .inf\n' }, /^ERR - deviceYaml holds Infinity, which is not a finite number$/],
+  ];
+  for (const [yaml, message] of cases) {
+    const res = await importCodec(t, elsysErsCo2, yaml);
+    assert.is(res.status, 422, `${JSON.stringify(yaml)}: ${res.text}`);
+    assert.match(res.text, message);
+  }
+});
+
+codecs('given an import or an upload of code nested 100,000 levels deep, then 422 says it nests too deeply to compile', async ({ t }) => {
+  const code = `var x = ${'['.repeat(100_000)}${']'.repeat(100_000)};\nfunction decodeUplink() { return { data: {} }; }`;
+  const imported = await t.call('POST', '/api/translators/import', { body: { code } });
+  assert.is(imported.status, 422, imported.text);
+  assert.match(imported.text, /^ERR - code the code nests too deeply to be compiled/);
+  const uploaded = await t.call('POST', '/api/translators', { body: reviewedTranslator(elsysErsCo2, { name: 'deep-code', code, examples: [] }) });
+  assert.is(uploaded.status, 422, uploaded.text);
+  assert.match(uploaded.text, /^ERR - code the code nests too deeply to be compiled/);
+});
+
 codecs('given an import with more examples than an upload carries, or a codec giving more values than a spec declares, then 422 names the cap before any runs', async ({ t }) => {
   const example = '    - input: { fPort: 5, bytes: [1, 0, 10] }\n      output: { data: { temperature: 1 } }\n';
   const uplinks = await importCodec(t, elsysErsCo2, { codecYaml: `uplinkDecoder:\n  examples:\n${example.repeat(51)}` });
