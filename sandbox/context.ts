@@ -119,8 +119,10 @@ const INTERRUPTED: ThrownError = { name: 'InternalError', message: 'interrupted'
 
 /** Heap a context may keep beyond its size when built, from call to call, before it is replaced. */
 const RETAINED_LIMIT_BYTES = MEMORY_LIMIT_BYTES / 4;
-/** Calls between two measurements of the heap in a context whose memory has not grown. */
+/** Calls between two measurements of the heap in a context whose memory has not grown past its size at creation. */
 const MEASURE_EVERY = 1000;
+/** The same once it has (its heap has been near full: what a cache fills there, another call runs short of). */
+const MEASURE_EVERY_GROWN = 16;
 
 const MEMORY_USED = /^memory used\s+\d+\s+(\d+)/m;
 
@@ -482,13 +484,12 @@ export class TranslatorContext {
    * parses, `_.get(obj, 'a.b')`), so one device's uplinks could fill the heap
    * another device's call then runs out of. Measuring walks the whole heap
    * (about 160 µs), so it is done after a call in which the engine's memory
-   * grew, after every call once it has grown past its size at creation (a
-   * heap that full is where another call runs short), and otherwise every
-   * MEASURE_EVERY calls.
+   * grew, every MEASURE_EVERY_GROWN calls once it has grown past its size at
+   * creation, and every MEASURE_EVERY calls otherwise.
    */
   private keepsMemory(heapBefore: number): boolean {
     const size = this.memory.buffer.byteLength;
-    if (size <= heapBefore && size <= this.baseline.size && ++this.unmeasured < MEASURE_EVERY) return false;
+    if (size <= heapBefore && ++this.unmeasured < (size > this.baseline.size ? MEASURE_EVERY_GROWN : MEASURE_EVERY)) return false;
     this.unmeasured = 0;
     const used = heapInUse(this.runtime);
     return used === undefined || used - this.baseline.used > RETAINED_LIMIT_BYTES;

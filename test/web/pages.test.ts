@@ -253,8 +253,9 @@ pages('given a device named in HTML and a trail widget whose alias is HTML, when
   await page.locator('.dashboard[data-ready="true"]').waitFor();
   const trail = page.locator('.grid-item[data-template="geomap"] path.leaflet-interactive');
   const shown: string[] = [];
+  // The trail is drawn before the map has its size: hover it again until it can be and its tooltip has shown.
   for (const until = Date.now() + 15_000; !shown.includes(alias) && Date.now() < until; ) {
-    await trail.first().hover({ force: true });
+    await trail.first().hover({ force: true, timeout: 1_000 }).catch(() => undefined);
     shown.push(...(await tooltip.allInnerTexts()));
   }
   assert.ok(shown.includes(alias), JSON.stringify(shown));
@@ -267,7 +268,7 @@ pages('given a device named in HTML and a trail widget whose alias is HTML, when
   const seen: string[] = [];
   for (const until = Date.now() + 15_000; !seen.includes(name) && Date.now() < until; ) {
     for (let i = 0; i < (await markers.count()); i++) {
-      await markers.nth(i).hover({ force: true });
+      await markers.nth(i).hover({ force: true, timeout: 1_000 }).catch(() => undefined);
       seen.push(...(await tooltip.allInnerTexts()));
     }
   }
