@@ -83,15 +83,15 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   // caller whose role does not allow the method gets 403 `Forbidden`, never a verdict on a body they may not send.
   const auth = authenticate(deps);
   app.use(knownOperation(operationOf));
-  app.use(deprecation(operationOf));
-  app.use((req, res, next) => (isPublic(operationOf(req.method, req.path)) ? next() : auth(req, res, next)));
-  app.use(authorizeMethod(deps, operationOf));
+  app.use(deprecation);
+  app.use((req, res, next) => (isPublic(req.operation!) ? next() : auth(req, res, next)));
+  app.use(authorizeMethod(deps));
   app.use(contentEncoding());
   app.use(express.json({ limit: JSON_LIMIT }));
 
   for (const parser of routes.parsers ?? []) app.use(parser);
   // Text and shape limits (NUL, lone surrogates, depth, key length) before the validator or a route walks the input.
-  app.use(checkInput(operationOf));
+  app.use(checkInput);
   memoizeValidatorRouteMatchers();
   app.use(
     OpenApiValidator.middleware({
@@ -159,8 +159,7 @@ function knownOperation(operationOf: (method: string, path: string) => Operation
   return (req, _res, next) => {
     const operation = operationOf(req.method, req.path);
     if (operation) {
-      const note = operation.spec['x-refusal-note'];
-      if (typeof note === 'string') req.refusalNote = note;
+      req.operation = operation;
       return next();
     }
     const allowed = METHODS.filter((m) => operationOf(m, req.path));
@@ -169,7 +168,7 @@ function knownOperation(operationOf: (method: string, path: string) => Operation
 }
 
 /** An operation the document marks `security: []`. */
-const isPublic = (operation: Operation | null): boolean => Array.isArray(operation?.spec.security) && operation.spec.security.length === 0;
+const isPublic = (operation: Operation): boolean => Array.isArray(operation?.spec.security) && operation.spec.security.length === 0;
 
 /**
  * Operations the document marks `deprecated` answer with RFC 9745's
@@ -177,14 +176,12 @@ const isPublic = (operation: Operation | null): boolean => Array.isArray(operati
  * seconds>`) and a `Link` to the reference, whatever the outcome, so a client
  * learns it from any answer.
  */
-function deprecation(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
-  return (req, res, next) => {
-    const spec = operationOf(req.method, req.path)?.spec;
-    if (spec?.deprecated === true) {
-      const since = Date.parse(String(spec['x-deprecated-since']));
-      res.setHeader('Deprecation', Number.isFinite(since) ? `@${Math.floor(since / 1000)}` : '@0');
-      res.setHeader('Link', '</api/docs/>; rel="deprecation"; type="text/html"');
-    }
-    next();
-  };
-}
+const deprecation: RequestHandler = (req, res, next) => {
+  const spec = req.operation?.spec;
+  if (spec?.deprecated === true) {
+    const since = Date.parse(String(spec['x-deprecated-since']));
+    res.setHeader('Deprecation', Number.isFinite(since) ? `@${Math.floor(since / 1000)}` : '@0');
+    res.setHeader('Link', '</api/docs/>; rel="deprecation"; type="text/html"');
+  }
+  next();
+};

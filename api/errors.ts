@@ -124,7 +124,9 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     message = `ERR - body is larger than ${body.limit} bytes`;
   } else {
     const mapped = fromValidator(err as ValidatorError);
-    if (mapped?.status === 422 && req.refusalNote) mapped.message += `; ${req.refusalNote}`;
+    // What the document adds to every 422 of this operation's request validation (`x-refusal-note`).
+    const note = req.operation?.spec['x-refusal-note'];
+    if (mapped?.status === 422 && typeof note === 'string') mapped.message += `; ${note}`;
     const http = mapped ? null : fromHttpLayer(err as Parameters<typeof fromHttpLayer>[0]);
     if (mapped) {
       ({ status, message } = mapped);

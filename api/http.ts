@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Request } from 'express';
 import type { Principal } from './auth/principal.js';
+import type { Operation } from './openapi.js';
 import type { CommandContext } from '../domain/shared/decider.js';
 
 declare global {
@@ -12,8 +13,8 @@ declare global {
       log: Logger;
       /** Set by `authenticate` on every route but login. */
       principal?: Principal;
-      /** What the document adds to every 422 its request validation gives for this operation (`x-refusal-note`). */
-      refusalNote?: string;
+      /** The document's operation the request names, matched once before authentication (`knownOperation`). */
+      operation?: Operation;
     }
   }
 }

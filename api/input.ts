@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import { jsonProblem, textProblem } from '../domain/shared/json.js';
-import type { Operation, Parameter } from './openapi.js';
+import type { Parameter } from './openapi.js';
 import { BadRequestError, type PlatformError, UnsupportedMediaTypeError, ValidationError } from '../domain/shared/errors.js';
 import { storable } from '../domain/shared/time.js';
 
@@ -34,13 +34,11 @@ export function contentEncoding(): RequestHandler {
  * (`domain/shared/json.ts`). A body that fails is 422 `ERR - <field> <why>`;
  * a path or query that fails is 422 naming the parameter.
  */
-export function checkInput(operationOf: (method: string, path: string) => Operation | null): RequestHandler {
-  return (req, _res, next) => {
-    const problem = inputProblem({ path: req.path, query: req.query as Record<string, unknown>, body: req.body }, () => operationOf(req.method, req.path)?.parameters ?? []);
-    if (problem) return next(problem);
-    next();
-  };
-}
+export const checkInput: RequestHandler = (req, _res, next) => {
+  const problem = inputProblem({ path: req.path, query: req.query as Record<string, unknown>, body: req.body }, () => req.operation?.parameters ?? []);
+  if (problem) return next(problem);
+  next();
+};
 
 /** What a request carries as text: its path as sent, its parsed query, its parsed body (if any). */
 export interface RequestInput {

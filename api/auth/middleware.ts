@@ -2,7 +2,6 @@ import type { RequestHandler } from 'express';
 import { ForbiddenError, UnauthorizedError } from '../../domain/shared/errors.js';
 import { isUuid } from '../../domain/shared/ids.js';
 import type { Deps } from '../deps.js';
-import type { Operation } from '../openapi.js';
 import { verifyToken } from './tokens.js';
 import { allowedMethods, type ResourceType } from '../../domain/access/roles.js';
 import { loadCustomRoles } from '../../projections/access.js';
@@ -35,9 +34,9 @@ export function authenticate(deps: Deps): RequestHandler {
  * `x-resource: self` marks an operation on the caller's own account (setting
  * one's password), which every role may call.
  */
-export function authorizeMethod(deps: Deps, operationOf: (method: string, path: string) => Operation | null): RequestHandler {
+export function authorizeMethod(deps: Deps): RequestHandler {
   return async (req, _res, next) => {
-    const resource = operationOf(req.method, req.path)?.spec['x-resource'] as ResourceType | typeof SELF | undefined;
+    const resource = req.operation?.spec['x-resource'] as ResourceType | typeof SELF | undefined;
     if (!resource || resource === SELF || !req.principal) return next();
     const custom = await loadCustomRoles(deps.db, req.principal.roles);
     if (!allowedMethods(req.principal.roles, resource, custom).has(req.method.toUpperCase())) return next(new ForbiddenError());
