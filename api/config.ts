@@ -21,6 +21,10 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** How long a REST write waits for its events to reach the read models before answering 503. */
   projectionWaitMs: number;
+  /** How long one database statement of an HTTP request may run before it is stopped and the request answers 503. */
+  httpStatementTimeoutMs: number;
+  /** How many database connections the HTTP front has, apart from those of ingest, the read models and the reactors. */
+  httpConnections: number;
   /** Lifetime of an access token, in seconds. */
   tokenTtlSeconds: number;
   /** The bearer token `GET /metrics` asks for; null: metrics are off (not collected, and the route answers 404). */
@@ -113,6 +117,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     adminPassword,
     logLevel,
     projectionWaitMs: int('PROJECTION_WAIT_MS', 5000, 1, 600000),
+    httpStatementTimeoutMs: int('HTTP_STATEMENT_TIMEOUT_MS', 30_000, 100, 3_600_000),
+    httpConnections: int('HTTP_DATABASE_CONNECTIONS', 10, 2, 100),
     tokenTtlSeconds: int('TOKEN_TTL_SECONDS', 3600, 60, 30 * 24 * 3600),
     metricsToken,
     mqttTls: mqttTls(text, int),

@@ -6,7 +6,9 @@ import type { EventStore } from '../domain/eventstore/port.js';
 import type { ProjectionRunner } from '../projections/runner.js';
 import type { Database } from '../projections/database.js';
 import { handle, type CommandContext, type Decider, type Handled, type HandleOptions } from '../domain/shared/decider.js';
-import type { DomainEvent } from '../domain/shared/events.js';
+import type { DomainEvent, Position } from '../domain/shared/events.js';
+import { UnavailableError } from '../domain/shared/errors.js';
+import { StoredNotVisibleError, type Locks } from './locks.js';
 import { commandContext } from './http.js';
 import type { Principals } from './auth/principals.js';
 import type { SubscriberCluster } from '../domain/eventstore/subscriber.js';
@@ -27,6 +29,8 @@ export interface Deps {
   cluster?: SubscriberCluster | null;
   /** HTTP requests to URLs users write (channels, rules, network servers), within `OUTBOUND_TARGETS`. */
   outbound: Fetch;
+  /** Named locks for decisions that read a read model, then write (`api/locks.ts`). */
+  locks: Locks;
 }
 
 /**
@@ -43,8 +47,17 @@ export async function write<C, S, E extends DomainEvent>(
   options?: HandleOptions<S>,
 ): Promise<Handled<S, E>> {
   const handled = await handle(deps.store, streamId, decider, command, context, options);
-  if (handled.result) await deps.projections.waitFor(handled.result.position, deps.config.projectionWaitMs);
+  if (handled.result) await readModelsInclude(deps, handled.result.position);
   return handled;
+}
+
+/** Resolves once the read models include `position`; past `PROJECTION_WAIT_MS`, 503 saying the change is stored (`StoredNotVisibleError`). */
+export async function readModelsInclude(deps: Pick<Deps, 'projections' | 'config'>, position: Position): Promise<void> {
+  try {
+    await deps.projections.waitFor(position, deps.config.projectionWaitMs);
+  } catch (error) {
+    throw error instanceof UnavailableError ? new StoredNotVisibleError(error.message, position) : error;
+  }
 }
 
 /** The context of events written on behalf of an HTTP request, stamped with the platform clock. */

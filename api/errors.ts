@@ -101,6 +101,17 @@ function fromValidator(err: ValidatorError): { status: number; message: string }
   }
 }
 
+/** What the database under a request tells its client, when it stopped a statement or cannot be reached; null for any other error. */
+export function fromDatabase(err: unknown): string | null {
+  const code = (err as { code?: unknown } | null)?.code;
+  // 57014: stopped at the HTTP connections' statement timeout (`HTTP_STATEMENT_TIMEOUT_MS`), or cancelled by an operator.
+  if (code === '57014') return 'Service Unavailable: the request\'s query ran longer than the platform allows and was stopped; narrow it (a shorter time range, fewer resources) or try again later';
+  const unreachable =
+    (typeof code === 'string' && (/^08...$/.test(code) || ['57P01', '57P02', '57P03', '53300', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT'].includes(code))) ||
+    (err instanceof Error && (err.message === 'timeout exceeded when trying to connect' || err.message.startsWith('Connection terminated')));
+  return unreachable ? 'Service Unavailable: the database cannot be reached or has no connection free; try again shortly' : null;
+}
+
 export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   let status: number;
   let message: string;
@@ -128,10 +139,16 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     const note = req.operation?.spec['x-refusal-note'];
     if (mapped?.status === 422 && typeof note === 'string') mapped.message += `; ${note}`;
     const http = mapped ? null : fromHttpLayer(err as Parameters<typeof fromHttpLayer>[0]);
+    const database = mapped || http ? null : fromDatabase(err);
     if (mapped) {
       ({ status, message } = mapped);
     } else if (http) {
       ({ status, message } = http);
+    } else if (database) {
+      req.log?.warn({ err: (err as Error).message, code: (err as { code?: unknown }).code }, 'a request\'s database work failed: answered 503');
+      status = 503;
+      message = database;
+      res.setHeader('Retry-After', '5');
     } else {
       const errorId = randomUUID();
       req.log?.error({ err, errorId }, 'unexpected error');

@@ -1,3 +1,4 @@
+import { Locks } from './locks.js';
 import { createServer, type Server } from 'node:http';
 import { outboundFetch } from '../reactors/outbound.js';
 import { randomBytes } from 'node:crypto';
@@ -121,7 +122,7 @@ export function openDatabase(config: Config, log: Logger): { url: string; cluste
  * says whose they are. An `options` parameter in DATABASE_URL comes after these settings, so what it
  * names wins.
  */
-export function openPool(url: string, max: number, log: Logger, name = 'platform'): pg.Pool {
+export function openPool(url: string, max: number, log: Logger, name = 'platform', bounds: PoolBounds = {}): pg.Pool {
   const { connectionString, options } = withOptions(url, `-c jit=off ${SERVER_KEEPALIVES}`);
   const pool = new pg.Pool({
     connectionString,
@@ -131,11 +132,29 @@ export function openPool(url: string, max: number, log: Logger, name = 'platform
     idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
     keepAlive: true,
     keepAliveInitialDelayMillis: 5000,
+    ...(bounds.statementTimeoutMs ? { statement_timeout: bounds.statementTimeoutMs } : {}),
+    ...(bounds.connectWaitMs ? { connectionTimeoutMillis: bounds.connectWaitMs } : {}),
   });
   pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
   pool.on('connect', (client) => client.on('error', (err) => log.warn({ err: err.message }, 'a database connection in use failed')));
   return pool;
 }
+
+/** What a pool serving requests bounds: each statement's time on the server, and the wait for a connection (one free in the pool, or a new one). */
+export interface PoolBounds {
+  statementTimeoutMs?: number;
+  connectWaitMs?: number;
+}
+
+/**
+ * The HTTP front's own connections. A slow read (a long history, a broad geoquery, a lock it waits on) holds one of
+ * these, never one of the ingest pipeline's, the read models' or the reactors': a flood of such requests answers 503
+ * while devices' data goes on being stored. It has `HTTP_DATABASE_CONNECTIONS` connections; their statements end after `HTTP_STATEMENT_TIMEOUT_MS`, and a request
+ * that waits longer than `HTTP_CONNECT_WAIT_MS` for a connection gets 503 too, instead of queueing without end.
+ */
+export const HTTP_CONNECT_WAIT_MS = 10_000;
+/** Connections that hold the named locks of HTTP writes (`api/locks.ts`): one per name in use at a time. */
+export const LOCK_CONNECTIONS = 4;
 
 /** How long a session may stay idle inside a transaction before the server ends it (and rolls the transaction back). */
 export const IDLE_IN_TRANSACTION_MS = 30_000;
@@ -248,9 +267,18 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     await projections.start();
     step();
 
-    const deps: Deps = { config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals, cluster: cluster?.subscribers ?? null, outbound: outboundFetch(config.outboundTargets) };
+    // HTTP requests read and lock through connections of their own, bounded in time (`PoolBounds`); writes append through the store as everywhere.
+    const httpPool = openPool(database.url, config.httpConnections, log, `platform ${config.nodeName} http`, { statementTimeoutMs: config.httpStatementTimeoutMs, connectWaitMs: HTTP_CONNECT_WAIT_MS });
+    const httpDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: httpPool }) });
+    started.push(() => httpDb.destroy());
+    const lockPool = openPool(database.url, LOCK_CONNECTIONS, log, `platform ${config.nodeName} locks`, { statementTimeoutMs: config.httpStatementTimeoutMs, connectWaitMs: HTTP_CONNECT_WAIT_MS });
+    const lockDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: lockPool }) });
+    started.push(() => lockDb.destroy());
+    const locks = new Locks(lockDb, (position, ms) => projections.waitFor(position, ms), log, HTTP_CONNECT_WAIT_MS);
+    const deps: Deps = { locks, config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals, cluster: cluster?.subscribers ?? null, outbound: outboundFetch(config.outboundTargets) };
     await bootstrapAdmin(deps);
     step();
+    const served: Deps = { ...deps, db: httpDb };
 
     // The HTTP server, with what lets a stop finish the requests under way (`HttpDrain`) ahead of the application.
     // 64 KiB of headers: a geoquery ring of 1,000 positions (the documented cap) fits in the query string.
@@ -290,13 +318,13 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     }
 
     const openapi = loadOpenApi();
-    const integrations = integrationRoutes(deps, ingest);
-    const app = createApp(deps, openapi, {
+    const integrations = integrationRoutes(served, ingest);
+    const app = createApp(served, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
       direct: [integrations.direct],
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
-      routers: [authRoutes(deps), userRoutes(deps), roleRoutes(deps), accessRightRoutes(deps), usergroupRoutes(deps), dashboardRoutes(deps), imageRoutes(deps), geofenceRoutes(deps), commandRoutes(deps, ingest.registry, openapi, translation), deviceRoutes(deps, ingest), credentialsRoutes(deps), connectorRoutes(deps), integrations.router, channelRoutes(deps), liveChannelRoutes(deps), logRoutes(deps), translatorRoutes(deps, sandbox, translation), uplinkRoutes(deps, ingest, translation), ruleRoutes(deps, openapi, ingest.registry), locationRoutes(deps), organizationRoutes(deps), appRoutes(deps), appFilterRoutes(deps), calculationRoutes(deps), auditRoutes(deps)],
+      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served), imageRoutes(served), geofenceRoutes(served), commandRoutes(served, ingest.registry, openapi, translation), deviceRoutes(served, ingest), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
       health: async () => {
         // A database that neither answers nor refuses (a pool waiting on dead connections) counts as down after
         // HEALTH_CHECK_MS, so health always answers and says what the node waits for.

@@ -4,7 +4,6 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, scopesOn } from '../access.js';
-import { serialized } from '../locks.js';
 import type { Principal } from '../auth/principal.js';
 import {
   CALCULATION_NOT_FOUND,
@@ -85,7 +84,7 @@ export function calculationRoutes(deps: Deps): Router {
     const principal = principalOf(req);
     const definition = await checkedDefinition(deps, principal, req.body as CalculationWrite);
     const id = newResourceId();
-    await serialized(deps.db, LOCK, async () => {
+    await deps.locks.serialized(LOCK, async () => {
       const context = requestContext(deps, req);
       await write(deps, context, calculationStream(id), calculationDecider, { type: 'CreateCalculation', id, definition, createdBy: context.actor, others: await links(deps), at: context.now });
     });
@@ -121,7 +120,7 @@ export function calculationRoutes(deps: Deps): Router {
     const principal = principalOf(req);
     await requireAccess(deps, principal, id, 'write', CALCULATION_NOT_FOUND);
     const definition = await checkedDefinition(deps, principal, req.body as CalculationWrite);
-    await serialized(deps.db, LOCK, async () => {
+    await deps.locks.serialized(LOCK, async () => {
       const context = requestContext(deps, req);
       await write(deps, context, calculationStream(id), calculationDecider, { type: 'ReplaceCalculation', id, definition, others: await links(deps), at: context.now }, { retries: 3 });
     });

@@ -5,7 +5,6 @@ import { principalOf } from '../http.js';
 import { readableBy, requireAccess, requireReference, scopesOn } from '../access.js';
 import type { Principal } from '../auth/principal.js';
 import { satisfies } from '../../domain/access/scopes.js';
-import { serialized } from '../locks.js';
 import { sql } from 'kysely';
 import { ConflictError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
@@ -59,7 +58,7 @@ export function credentialsRoutes(deps: Deps): Router {
     const id = newResourceId();
     const context = requestContext(deps, req);
     const passwordHash = await hashPassword(password);
-    await serialized(deps.db, 'credentials-set-usernames', async () => {
+    await deps.locks.serialized('credentials-set-usernames', async () => {
       const taken = await deps.db.selectFrom('credentials_sets').select('id').where('username', '=', username).executeTakeFirst();
       if (taken) throw new ConflictError('ERR - username is already used by another basic credentials set');
       await write(deps, context, credentialsSetStream(id), credentialsSetDecider, { type: 'CreateCredentialsSet', id, username, passwordHash, createdBy: context.actor, at: context.now });
@@ -100,7 +99,7 @@ export function credentialsRoutes(deps: Deps): Router {
     await requireReference(deps, principalOf(req), basicCredentialsSetId, 'write', unknownSet());
     const id = newResourceId();
     const context = requestContext(deps, req);
-    await serialized(deps.db, 'reserved-topics', async () => {
+    await deps.locks.serialized('reserved-topics', async () => {
       if (await overlapsAnotherOwner(deps, topic, basicCredentialsSetId)) throw new ConflictError('ERR - topic is already reserved');
       // Publishes on the topic would land on the device whose secret it is: one the caller may not write stays out of reach.
       if (await secretOfAnother(deps, principalOf(req), topic)) throw new ConflictError('ERR - topic is already reserved');

@@ -5,7 +5,6 @@ import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, requireReference, scopesOn } from '../access.js';
 import { isAdmin, type Principal } from '../auth/principal.js';
-import { serialized } from '../locks.js';
 import { pageOf, totalCount } from '../paging.js';
 import { createUser } from '../users/create.js';
 import { toUser } from '../users/routes.js';
@@ -120,7 +119,7 @@ export function organizationRoutes(deps: Deps): Router {
     const parentRef = parent ? await parentFor(principal, parent) : null;
     const id = newResourceId();
     const context = requestContext(deps, req);
-    await serialized(db, TREE_LOCK, async () => {
+    await deps.locks.serialized(TREE_LOCK, async () => {
       if (await db.selectFrom('organizations').select('id').where(sql<boolean>`lower(name) = lower(${name})`).executeTakeFirst()) {
         throw new ConflictError('ERR - name is already the name of another organization unit');
       }
@@ -140,7 +139,7 @@ export function organizationRoutes(deps: Deps): Router {
     const { name, description } = body;
     const unit = await unitFor(principal, id, 'write');
     const context = requestContext(deps, req);
-    await serialized(db, TREE_LOCK, async () => {
+    await deps.locks.serialized(TREE_LOCK, async () => {
       const current = (await selectUnit(id)) ?? unit;
       // A move changes who holds rights, so it never happens by leaving `parent` out: left out, it stays.
       const parent = body.parent === undefined ? current.parent_id : body.parent;
@@ -169,7 +168,7 @@ export function organizationRoutes(deps: Deps): Router {
     const id = req.params.id as string;
     const unit = await unitFor(principal, id, 'write');
     const context = requestContext(deps, req);
-    await serialized(db, TREE_LOCK, async () => {
+    await deps.locks.serialized(TREE_LOCK, async () => {
       if (await db.selectFrom('organizations').select('id').where('parent_id', '=', id).executeTakeFirst()) {
         throw new ConflictError('ERR - the unit has sub-units; move or delete them first');
       }
