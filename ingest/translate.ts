@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
 import type { RecordedEvent } from '../domain/shared/events.js';
-import { applyReport, foldReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { applyReport, evolveDoc, foldReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import { TRANSLATOR_ERROR_RETENTION_MS } from '../domain/logs/logEntry.js';
 import { defaultParameters, type ParameterSpec, type TranslatorEvent } from '../domain/translators/translator.js';
 import { preferencesOf, resolveModel, resolvePreference, type Candidate, type TranslatorPreference } from '../domain/translators/preferences.js';
@@ -604,11 +604,7 @@ export class Translation implements Decoder {
               this.docs.delete(e.data.id);
             } else {
               const doc = this.docs.get(e.data.id);
-              if (doc) {
-                const next = { ...doc, ...set };
-                for (const k of unset) delete next[k];
-                this.docs.set(e.data.id, next);
-              }
+              if (doc) this.docs.set(e.data.id, evolveDoc(doc, e));
             }
             break;
           }
@@ -622,7 +618,7 @@ export class Translation implements Decoder {
             } else if (path.length > 0) {
               // Reports on the device's own topic that it decodes are already in the cached document.
               const doc = this.docs.get(e.data.id);
-              if (doc) this.docs.set(e.data.id, applyReport(doc, path, payload));
+              if (doc) this.docs.set(e.data.id, evolveDoc(doc, e));
             }
             break;
           }

@@ -95,7 +95,7 @@ export function ruleRoutes(deps: Deps, openapi: OpenApiDocument, registry: Regis
     const { name, definition } = req.body as { name: string; definition: RuleDefinition };
     const principal = principalOf(req);
     configs(definition);
-    checkDefinition(definition);
+    checkDefinition(definition, deps.clock());
     await references(principal, definition);
     const id = newResourceId();
     const context = requestContext(deps, req);
@@ -134,7 +134,7 @@ export function ruleRoutes(deps: Deps, openapi: OpenApiDocument, registry: Regis
     await requireAccess(deps, principal, id, 'write', RULE_NOT_FOUND);
     const { name, definition } = req.body as { name: string; definition: RuleDefinition };
     configs(definition);
-    checkDefinition(definition);
+    checkDefinition(definition, deps.clock());
     await references(principal, definition);
     const context = requestContext(deps, req);
     // A whole replacement: the last writer wins, so a concurrent change is decided again.

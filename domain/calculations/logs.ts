@@ -32,7 +32,13 @@ export function calculationEntry(e: RecordedEvent & CalculationEvent): LogEvent[
         message: 'The calculation runs again: its owner has the rights it needs.',
         at: e.data.at,
       };
-    default:
+    case 'CalculationCreated':
+    case 'CalculationReplaced':
+    case 'CalculationDeleted':
       return null;
+    default: {
+      const _: never = e;
+      return null;
+    }
   }
 }

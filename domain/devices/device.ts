@@ -93,6 +93,8 @@ export type DeviceState =
   | { status: 'active'; id: string; doc: DeviceDoc; createdBy: string; credentialsSetId: string | null; claimedBy: string[] };
 
 export const deviceStream = (id: string) => `device-${id}`;
+/** Whether a stream is a device's (`deviceStream`). */
+export const isDeviceStream = (streamId: string) => streamId.startsWith('device-');
 
 export const DEVICE_NOT_FOUND = 'Iotnode not found';
 
@@ -361,8 +363,13 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
         return { status: 'deleted' };
       case 'DeviceClaimed':
         return { ...state, claimedBy: [...state.claimedBy, event.data.userId] };
-      default:
+      case 'DeviceUpdated':
+      case 'DeviceReported':
         return { ...state, doc: evolveDoc(state.doc, event) };
+      default: {
+        const _: never = event;
+        return state;
+      }
     }
   },
 };

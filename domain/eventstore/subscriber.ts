@@ -49,6 +49,8 @@ export interface SubscriberOptions<DB> {
    * events again, and the handler finds nothing to do in them again.
    */
   handle(batch: RecordedEvent[], tx: Transaction<DB> | null): Promise<void | boolean>;
+  /** How long idle batches may go unsaved; `IDLE_SAVE_MS` unless given. */
+  idleSaveMs?: number;
   /** After a batch is done and its checkpoint saved (transactional: committed). */
   done?(batch: RecordedEvent[], position: Position): void;
   /**
@@ -345,7 +347,7 @@ export class CheckpointedSubscriber<DB> {
     } else {
       if (cluster) await fence.check();
       const worked = await handle(batch, null);
-      if (worked === false && Date.now() - this.savedAt < IDLE_SAVE_MS) {
+      if (worked === false && Date.now() - this.savedAt < (this.options.idleSaveMs ?? IDLE_SAVE_MS)) {
         this.unsaved = last;
       } else {
         await this.save(fence, last);

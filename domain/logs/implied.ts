@@ -3,7 +3,7 @@ import type { RecordedEvent } from '../shared/events.js';
 import type { LogEvent } from './logEntry.js';
 import type { UsergroupEvent } from '../usergroups/usergroup.js';
 import type { OrganizationEvent } from '../organizations/organization.js';
-import type { UserEvent } from '../users/user.js';
+import { isUserStream, type UserEvent } from '../users/user.js';
 
 type Entry = LogEvent['data'];
 
@@ -20,7 +20,7 @@ type Entry = LogEvent['data'];
 export function impliedEntries(event: RecordedEvent): Entry[] {
   if (event.streamId.startsWith('usergroup-')) return groupEntries(event as RecordedEvent & UsergroupEvent);
   if (event.streamId.startsWith('organization-')) return unitEntries(event as RecordedEvent & OrganizationEvent);
-  if (event.streamId.startsWith('user-')) return memberEntries(event as RecordedEvent & UserEvent);
+  if (isUserStream(event.streamId)) return memberEntries(event as RecordedEvent & UserEvent);
   return [];
 }
 
@@ -114,7 +114,13 @@ function memberEntries(e: RecordedEvent & UserEvent): Entry[] {
     case 'PasswordReset':
       if (!e.data.organization) return [];
       return [entry(e, 0, { ...unit(e.data.organization.id), priority: 'high', category: 'access', message: `Password of member ${who(e.data.id, e.data.username)} reset`, data: { userId: e.data.id } })];
-    default:
+    case 'UserUpdated':
+    case 'PasswordChanged':
+    case 'UserDeleted':
       return [];
+    default: {
+      const _: never = e;
+      return [];
+    }
   }
 }

@@ -90,9 +90,9 @@ export function checkName(name: string): string {
  * The graph's rules, on a definition whose node configs already have their
  * shapes: within the caps, unique node ids, edges between existing nodes in
  * the allowed directions, no cycle, every condition and action reached from
- * a trigger and every condition leading somewhere, a cron that fires.
+ * a trigger and every condition leading somewhere, a cron that fires after `now`.
  */
-export function checkDefinition(definition: RuleDefinition): void {
+export function checkDefinition(definition: RuleDefinition, now: Date): void {
   const bytes = Buffer.byteLength(JSON.stringify(definition));
   if (bytes > RULE_LIMITS.definitionBytes) throw ValidationError.field('definition', `is ${bytes} bytes of JSON; at most ${RULE_LIMITS.definitionBytes} are allowed`);
   const { nodes, edges } = definition;
@@ -105,7 +105,7 @@ export function checkDefinition(definition: RuleDefinition): void {
     if (node.type === 'trigger' && node.config.resourceType === 'schedule') {
       const { cron, timezone } = node.config;
       if (timezone !== undefined && !isTimeZone(timezone)) throw ValidationError.field(`definition.nodes.${i}.config.timezone`, `'${timezone}' is not an IANA time zone name (such as Europe/Stockholm)`);
-      const problem = cronProblem(cron, timezone);
+      const problem = cronProblem(cron, timezone, now);
       if (problem) throw ValidationError.field(`definition.nodes.${i}.config.cron`, problem);
     }
     if (node.type === 'condition') checkCondition(node.config, `definition.nodes.${i}.config`);
@@ -199,11 +199,11 @@ export const ruleDecider: Decider<RuleCommand, RuleState, RuleEvent> = {
     switch (command.type) {
       case 'CreateRule':
         if (state.status !== 'none') throw new ConflictError(`Rule ${command.id} already exists`);
-        checkDefinition(command.definition);
+        checkDefinition(command.definition, new Date(command.at));
         return [{ type: 'RuleCreated', data: { id: command.id, createdBy: command.createdBy, name: checkName(command.name), definition: command.definition, at: command.at } }];
       case 'ReplaceRule':
         if (state.status !== 'active') throw new NotFoundError(RULE_NOT_FOUND);
-        checkDefinition(command.definition);
+        checkDefinition(command.definition, new Date(command.at));
         if (state.name === command.name && jsonEqual(state.definition, command.definition)) return [];
         return [{ type: 'RuleReplaced', data: { id: command.id, name: checkName(command.name), definition: command.definition, at: command.at } }];
       case 'DeleteRule':

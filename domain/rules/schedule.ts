@@ -22,8 +22,8 @@ export function cronOf(expression: string, timezone: string = DEFAULT_TIMEZONE):
   return cron;
 }
 
-/** `null` when the expression and time zone make a schedule that fires; otherwise why not, for a 422. */
-export function cronProblem(expression: string, timezone?: string): string | null {
+/** `null` when the expression and time zone make a schedule that fires after `now`; otherwise why not, for a 422. */
+export function cronProblem(expression: string, timezone: string | undefined, now: Date): string | null {
   let cron: Cron;
   try {
     cron = cronOf(expression, timezone);
@@ -32,7 +32,7 @@ export function cronProblem(expression: string, timezone?: string): string | nul
     return `is not a 5-field cron expression (minute hour day-of-month month day-of-week): ${message}`;
   }
   try {
-    if (!cron.nextRun(new Date())) return 'never fires (no date matches it)';
+    if (!cron.nextRun(now)) return 'never fires (no date matches it)';
   } catch {
     return 'cannot be evaluated in that time zone';
   }

@@ -65,6 +65,8 @@ export type UserState =
   | { status: 'deleted' };
 
 export const userStream = (id: string) => `user-${id}`;
+/** Whether a stream is a user's (`userStream`). */
+export const isUserStream = (streamId: string) => streamId.startsWith('user-');
 
 export const userDecider: Decider<UserCommand, UserState, UserEvent> = {
   initialState: () => ({ status: 'none' }),

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { EventStore } from '../../domain/eventstore/port.js';
 import type { Position, RecordedEvent } from '../../domain/shared/events.js';
-import { diffDocs, evolveDoc, presentDevice, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
+import { deviceStream, diffDocs, evolveDoc, isDeviceStream, presentDevice, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
 import { RecentMemory } from '../../domain/shared/recentMemory.js';
 import type { Database } from '../../projections/database.js';
 
@@ -43,7 +43,7 @@ export class ChangeTracker {
     const out: Change[] = [];
     await this.prefetch(batch, wants);
     for (const e of batch) {
-      if (!e.type.startsWith('Device') || !e.streamId.startsWith('device-')) continue;
+      if (!e.type.startsWith('Device') || !isDeviceStream(e.streamId)) continue;
       const event = e as RecordedEvent & DeviceEvent;
       const id = event.data.id;
       if (!wants(id)) continue;
@@ -74,7 +74,7 @@ export class ChangeTracker {
     this.rows.clear();
     const first = new Map<string, number>();
     for (const e of batch) {
-      if (!e.streamId.startsWith('device-')) continue;
+      if (!isDeviceStream(e.streamId)) continue;
       const id = (e.data as { id: string }).id;
       if (first.has(id) || !wants(id)) continue;
       const cached = this.cache.get(id);
@@ -99,7 +99,7 @@ export class ChangeTracker {
   /** Folds the stream's events from `from` up to (not including) `to` onto `doc`. */
   private async fold(id: string, doc: DeviceDoc | null, from: number, to: number): Promise<DeviceDoc | null> {
     if (from >= to) return doc;
-    const events = await this.store.readStream(`device-${id}`, { fromRevision: from, limit: to - from });
+    const events = await this.store.readStream(deviceStream(id), { fromRevision: from, limit: to - from });
     for (const e of events as (RecordedEvent & DeviceEvent)[]) {
       if (e.type === 'DeviceRegistered') doc = evolveDoc({}, e);
       else if (e.type === 'DeviceDeleted') doc = null;

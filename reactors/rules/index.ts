@@ -8,7 +8,7 @@ import { toNewEvent, type CommandContext } from '../../domain/shared/decider.js'
 import { RecentMemory } from '../../domain/shared/recentMemory.js';
 import { OwnerRights } from '../rights.js';
 import type { LogWriter } from '../../domain/logs/writer.js';
-import type { DeviceDoc, DeviceEvent } from '../../domain/devices/device.js';
+import { isDeviceStream, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
 import { ruleDecider, ruleStream, type RuleEvent, type RuleState } from '../../domain/rules/rule.js';
 import { MAX_RUN_DEPTH, conditionDevices, decideStart, runStream, type DeviceView, type RunEvent, type RunStarted, type RunTrigger, type RunnableRule } from '../../domain/rules/run.js';
 import { causedId, derivedId } from '../../domain/shared/ids.js';
@@ -184,7 +184,7 @@ export class RulesReactor {
         }
       }
       // A tracker's geofence update (geofence tracking writes it through the device decider).
-      if (e.type === 'DeviceUpdated' && e.streamId.startsWith('device-') && this.index.hasGeofenceTriggers()) {
+      if (e.type === 'DeviceUpdated' && isDeviceStream(e.streamId) && this.index.hasGeofenceTriggers()) {
         const { id: trackerId, set } = (e as RecordedEvent & DeviceEvent & { type: 'DeviceUpdated' }).data;
         const update = set.assetUpdate as { assetId?: unknown; assetAccess?: unknown } | undefined;
         if (!update || typeof update.assetId !== 'string' || (update.assetAccess !== 'enter' && update.assetAccess !== 'exit')) continue;

@@ -218,7 +218,6 @@ analytics('given the role already exists, when a new database is migrated, then 
     await admin.query(`DROP DATABASE IF EXISTS ${name}`);
     await admin.end();
   }
-  assert.ok(t);
 });
 
 analytics.run();

@@ -88,11 +88,12 @@ tls('given MQTT.js with the CA, then the same login and topic rules hold as on p
   c.publish('svc/generic/v2/not-reserved', JSON.stringify({ x: 1 }), { qos: 1 });
   assert.ok(await gone, 'a publish on a topic not reserved to the set closes the connection');
   c.end(true);
-  const logs = await eventually(async () => {
+  const refusal = await eventually(async () => {
     const res = await t.call('GET', `/api/logs?resourceId=${p.setId}&limit=100`);
-    return (res.body.logs as { message: string }[]).some((l) => l.message.includes('svc/generic/v2/not-reserved')) ? res.body.logs : undefined;
+    return (res.body.logs as { message: string; type: string }[]).find((l) => l.message.includes('svc/generic/v2/not-reserved'));
   }, 5000, 'the refusal logged on the credentials set');
-  assert.ok(logs);
+  assert.is(refusal.message, 'MQTT publish on svc/generic/v2/not-reserved refused: the topic is not reserved to this credentials set');
+  assert.is(refusal.type, 'warning');
 });
 
 tls('given an app over TLS, then it receives its output topic, and a new secret closes its TLS connection as on plain MQTT', async ({ t, certs, p, port }) => {

