@@ -23,6 +23,14 @@ api('when a path is not declared, then 404', async ({ t }) => {
   assert.is(res.status, 404);
 });
 
+api('given no token, when a request names no operation of the document, then 404 or 405 with Allow, before authentication; a declared one is 401', async ({ t }) => {
+  assert.is((await t.call('GET', '/api/no-such-thing', { token: null })).status, 404);
+  const wrongMethod = await t.call('PATCH', '/api/iotnodes', { token: null });
+  assert.is(wrongMethod.status, 405);
+  assert.is(wrongMethod.headers.get('allow'), 'GET, POST');
+  assert.is((await t.call('GET', '/api/iotnodes', { token: null })).status, 401);
+});
+
 api('when logging in with the right password, then a token comes back', async ({ t }) => {
   const res = await t.call('POST', '/api/auth/local', { token: null, body: ADMIN });
   assert.is(res.status, 200);
