@@ -5,7 +5,7 @@ import addFormats from 'ajv-formats';
 import { ValidationError } from '../domain/shared/errors.js';
 import { describe } from './dashboards/rules.js';
 
-/** The OpenAPI document, the single source of request shapes; read once per process. */
+/** The OpenAPI document, the single source of request shapes; the composition root reads it once and hands it to what needs it. */
 export type OpenApiDocument = {
   paths: Record<string, Record<string, unknown>>;
   components: { schemas: Record<string, unknown> } & Record<string, unknown>;

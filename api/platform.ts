@@ -1,4 +1,6 @@
 import { Locks } from './locks.js';
+import { FenceGeometry } from './geofences/postgis.js';
+import { compileTemplateRules } from './dashboards/rules.js';
 import { createServer, type Server } from 'node:http';
 import { outboundFetch } from '../reactors/outbound.js';
 import { randomBytes } from 'node:crypto';
@@ -318,13 +320,14 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     }
 
     const openapi = loadOpenApi();
+    const geometry = new FenceGeometry(openapi);
     const integrations = integrationRoutes(served, ingest);
     const app = createApp(served, openapi, {
       parsers: [imageUploadParser()],
       panel: panelRoutes(),
       direct: [integrations.direct],
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
-      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served), imageRoutes(served), geofenceRoutes(served), commandRoutes(served, ingest.registry, openapi, translation), deviceRoutes(served, ingest), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
+      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served, compileTemplateRules(openapi)), imageRoutes(served), geofenceRoutes(served, geometry), commandRoutes(served, ingest.registry, openapi, translation), deviceRoutes(served, ingest, geometry), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
       health: async () => {
         // A database that neither answers nor refuses (a pool waiting on dead connections) counts as down after
         // HEALTH_CHECK_MS, so health always answers and says what the node waits for.

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import express, { Router } from 'express';
+import { NotFoundError, UnavailableError } from '../domain/shared/errors.js';
 
 /** Where `npm run build:web` (run by `npm ci` through `prepare`) puts the control panel. */
 export const PANEL_DIR = new URL('../web/dist', import.meta.url).pathname;
@@ -71,8 +72,8 @@ export function panelRoutes(dir: string = PANEL_DIR): Router {
     }
     assets(req, res, () => {
       // A missing asset is a 404, never the page in its place.
-      if (/\.[A-Za-z0-9]+$/.test(req.path)) return res.status(404).type('text/plain').send('Not found');
-      if (!existsSync(index)) return res.status(503).type('text/plain').send('The control panel is not built: run npm run build:web');
+      if (/\.[A-Za-z0-9]+$/.test(req.path)) return next(new NotFoundError());
+      if (!existsSync(index)) return next(new UnavailableError('The control panel is not built: run npm run build:web'));
       res.setHeader('Cache-Control', 'no-cache');
       res.sendFile(index);
     });

@@ -4,8 +4,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
-import { loadOpenApi } from '../openapi.js';
-import { compileTemplateRules, type TemplateRules } from './rules.js';
+import type { TemplateRules } from './rules.js';
 import { fullView, placesView, storedView, widgetView } from './view.js';
 import { resourceAt, resourceRevisions, timeOf } from '../history.js';
 import {
@@ -96,7 +95,7 @@ class RenderedDashboards {
   }
 }
 
-export function dashboardRoutes(deps: Deps, rules: TemplateRules = compileTemplateRules(loadOpenApi())): Router {
+export function dashboardRoutes(deps: Deps, rules: TemplateRules): Router {
   const router = Router();
   const rendered = new RenderedDashboards(500);
 

@@ -19,6 +19,7 @@ import type { Ingest } from '../../ingest/index.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { statsRoutes } from './stats.js';
 import { geoqueryCondition } from '../geofences/geoquery.js';
+import type { FenceGeometry } from '../geofences/postgis.js';
 
 /** Columns a list may be ordered by; any other name orders by that device field. */
 const ORDER_COLUMNS: Record<string, string> = { name: 'lower(name)', category: 'category', createdAt: 'created_at', updatedAt: 'updated_at', reportedAt: 'reported_at' };
@@ -125,12 +126,12 @@ export async function deviceAt(deps: Deps, id: string, at: string): Promise<DocS
   return (await stateAt(deps.store, deviceStream(id), fold, at, from)).state;
 }
 
-export function deviceRoutes(deps: Deps, ingest: Ingest): Router {
+export function deviceRoutes(deps: Deps, ingest: Ingest, geometry: FenceGeometry): Router {
   const router = Router();
 
   router.get('/api/iotnodes', async (req, res) => {
     const conditions = listConditions(req);
-    if (typeof req.query.geoquery === 'string') conditions.push(await geoqueryCondition(deps, principalOf(req), req.query.geoquery, 'devices.lnglat'));
+    if (typeof req.query.geoquery === 'string') conditions.push(await geoqueryCondition(deps, geometry, principalOf(req), req.query.geoquery, 'devices.lnglat'));
     const where = sql.join(conditions, sql` AND `);
     const orderBy = String(req.query.orderBy ?? 'name');
     const desc = orderBy.startsWith('-');

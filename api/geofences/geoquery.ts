@@ -2,29 +2,12 @@ import { sql, type Expression, type SqlBool } from 'kysely';
 import type { Deps } from '../deps.js';
 import type { Principal } from '../auth/principal.js';
 import { readableBy } from '../access.js';
-import { loadOpenApi } from '../openapi.js';
-import { Ajv } from 'ajv';
 import { parseGeoquery } from '../../domain/geofences/geoquery.js';
 import { GEOFENCE_NOT_FOUND } from '../../domain/geofences/geofence.js';
 import { checkRing, type Polygon, type Position } from '../../domain/geofences/fence.js';
-import { NotFoundError, ValidationError } from '../../domain/shared/errors.js';
-import { checkFenceGeometry } from './postgis.js';
+import { NotFoundError } from '../../domain/shared/errors.js';
+import type { FenceGeometry } from './postgis.js';
 import { geometryOf } from '../../projections/geofences.js';
-
-let ringSchema: ((value: unknown) => boolean) & { errors?: { instancePath: string; message?: string }[] | null } | undefined;
-
-/** The document's `GeofenceRing` schema, so a ring sent in a query string obeys the same shape as one in a body. */
-function checkShape(ring: unknown, field: string): void {
-  if (!ringSchema) {
-    const ajv = new Ajv({ strict: false, validateSchema: false });
-    ajv.addSchema({ $id: 'openapi', components: { schemas: structuredClone(loadOpenApi().components.schemas) } });
-    ringSchema = ajv.compile({ $ref: 'openapi#/components/schemas/GeofenceRing' });
-  }
-  if (ringSchema(ring)) return;
-  const error = ringSchema.errors![0]!;
-  const at = [field, ...error.instancePath.split('/').filter(Boolean)].join('.');
-  throw ValidationError.field(at, error.message ?? 'is invalid');
-}
 
 /**
  * `geoquery` as a SQL condition on a point column (`devices.lnglat`): strict
@@ -33,7 +16,7 @@ function checkShape(ring: unknown, field: string): void {
  * The inline polygon passes the same rules as a stored fence; a stored fence
  * must exist and be readable by the caller (404 otherwise).
  */
-export async function geoqueryCondition(deps: Deps, principal: Principal, text: string, column: string): Promise<Expression<SqlBool>> {
+export async function geoqueryCondition(deps: Deps, geometry: FenceGeometry, principal: Principal, text: string, column: string): Promise<Expression<SqlBool>> {
   const query = parseGeoquery(text);
   if (query.kind === 'fence') {
     // One query for the object check and the row: a readable id may name a device, not a fence.
@@ -41,10 +24,10 @@ export async function geoqueryCondition(deps: Deps, principal: Principal, text: 
     if (!fence) throw new NotFoundError(GEOFENCE_NOT_FOUND);
     return sql<SqlBool>`ST_Contains((SELECT g.geom FROM geofences g WHERE g.id = ${query.id}), ${sql.ref(column)})`;
   }
-  checkShape(query.ring, 'geoquery.coordinates');
+  geometry.checkShape(query.ring, 'geoquery.coordinates');
   const ring = query.ring as Position[];
   checkRing(ring, 'geoquery.coordinates');
   const fence: Polygon = { type: 'Polygon', coordinates: [ring] };
-  await checkFenceGeometry(deps.db, fence, 'geoquery.coordinates');
+  await geometry.check(deps.db, fence, 'geoquery.coordinates');
   return sql<SqlBool>`ST_Contains(${geometryOf(fence)}, ${sql.ref(column)})`;
 }

@@ -4,7 +4,7 @@ import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
 import type { Principal } from '../auth/principal.js';
-import { checkFenceGeometry } from './postgis.js';
+import type { FenceGeometry } from './postgis.js';
 import { GEOFENCE_NOT_FOUND, geofenceDecider, geofenceFields, geofenceStream, presentGeofence, type GeofenceFields } from '../../domain/geofences/geofence.js';
 import { stateOfRow } from '../../projections/geofences.js';
 import { resourceAt, resourceRevisions, timeOf } from '../history.js';
@@ -39,9 +39,9 @@ async function selectGeofence(deps: Deps, id: string, reader?: Principal): Promi
  * so linking needs write access to it; a device the caller cannot read is
  * reported as not a device, so its existence does not leak.
  */
-async function checkedFields(deps: Deps, principal: Principal, body: Body): Promise<GeofenceFields> {
+async function checkedFields(deps: Deps, geometry: FenceGeometry, principal: Principal, body: Body): Promise<GeofenceFields> {
   const fields = geofenceFields(body);
-  await checkFenceGeometry(deps.db, fields.fence, 'fence.coordinates.0');
+  await geometry.check(deps.db, fields.fence, 'fence.coordinates.0');
   if (fields.ref !== null) {
     try {
       await requireAccess(deps, principal, fields.ref, 'write');
@@ -56,11 +56,11 @@ async function checkedFields(deps: Deps, principal: Principal, body: Body): Prom
   return fields;
 }
 
-export function geofenceRoutes(deps: Deps): Router {
+export function geofenceRoutes(deps: Deps, geometry: FenceGeometry): Router {
   const router = Router();
 
   router.post('/api/geofences', async (req, res) => {
-    const fields = await checkedFields(deps, principalOf(req), req.body as Body);
+    const fields = await checkedFields(deps, geometry, principalOf(req), req.body as Body);
     const id = newResourceId();
     const context = requestContext(deps, req);
     await write(deps, context, geofenceStream(id), geofenceDecider, { type: 'CreateGeofence', id, fields, createdBy: context.actor, at: context.now });
@@ -101,7 +101,7 @@ export function geofenceRoutes(deps: Deps): Router {
     const id = req.params.id as string;
     const principal = principalOf(req);
     await requireAccess(deps, principal, id, 'write', GEOFENCE_NOT_FOUND);
-    const fields = await checkedFields(deps, principal, req.body as Body);
+    const fields = await checkedFields(deps, geometry, principal, req.body as Body);
     const context = requestContext(deps, req);
     await write(deps, context, geofenceStream(id), geofenceDecider, { type: 'ReplaceGeofence', id, fields, at: context.now });
     res.json(toGeofence(await selectGeofence(deps, id)));

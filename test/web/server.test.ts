@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { errorHandler } from '../../api/errors.js';
 import express from 'express';
 import { panelRoutes } from '../../api/web.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -53,7 +54,7 @@ server('when a panel page is served, then its policy lets it connect and send fo
 server('when an asset is asked for before its file exists, then nothing of the request is kept: once the file is there it is served, gzipped', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'panel-'));
   mkdirSync(join(dir, 'assets'));
-  const app = express().use(panelRoutes(dir));
+  const app = express().use(panelRoutes(dir)).use(errorHandler);
   const server = app.listen(0, '127.0.0.1');
   await new Promise((r) => server.once('listening', r));
   const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
