@@ -142,6 +142,22 @@ export function openPool(url: string, max: number, log: Logger, name = 'platform
   return pool;
 }
 
+/** `store`, its reads made through `reads` (another connection pool to the same store); appends and subscriptions stay `store`'s. */
+export function readingThrough(store: EventStore, reads: EventStore): EventStore {
+  return {
+    kind: store.kind,
+    append: (streamId, events, expected) => store.append(streamId, events, expected),
+    ...(store.appendMany ? { appendMany: store.appendMany.bind(store) } : {}),
+    readStream: (streamId, options) => reads.readStream(streamId, options),
+    ...(reads.readStreams ? { readStreams: reads.readStreams.bind(reads) } : {}),
+    readAll: (options) => reads.readAll(options),
+    ...(reads.countAfter ? { countAfter: reads.countAfter.bind(reads) } : {}),
+    ...(reads.readFiltered ? { readFiltered: reads.readFiltered.bind(reads) } : {}),
+    subscribe: (options, handler) => store.subscribe(options, handler),
+    close: () => store.close(),
+  };
+}
+
 /** What a pool serving requests bounds: each statement's time on the server, and the wait for a connection (one free in the pool, or a new one). */
 export interface PoolBounds {
   statementTimeoutMs?: number;
@@ -280,7 +296,8 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const deps: Deps = { locks, config, db, store, projections, log, clock: options.clock ?? (() => new Date()), jwtSecret: jwtSecret(config), principals, cluster: cluster?.subscribers ?? null, outbound: outboundFetch(config.outboundTargets) };
     await bootstrapAdmin(deps);
     step();
-    const served: Deps = { ...deps, db: httpDb };
+    // With the PostgreSQL store, what requests read of the event log (the audit log, a stream before a write) goes through those connections too.
+    const served: Deps = { ...deps, db: httpDb, store: store.kind === 'postgres' ? readingThrough(store, versioned(createPostgresStore(httpPool))) : store };
 
     // The HTTP server, with what lets a stop finish the requests under way (`HttpDrain`) ahead of the application.
     // 64 KiB of headers: a geoquery ring of 1,000 positions (the documented cap) fits in the query string.

@@ -97,6 +97,18 @@ bulkhead('given every HTTP connection busy with a slow read, when a device publi
   await device.endAsync();
 });
 
+bulkhead('when the audit log is read, then the read runs on the HTTP front\'s connections, not on those ingest stores through', async ({ t }) => {
+  // Criteria nothing else in the platform reads the log by, so its statement can be told apart.
+  const read = await t.call('GET', `/api/audit/events?type=CredentialsSetCreated&actor=someone&from=2020-01-01T00%3A00%3A00Z&limit=5`);
+  assert.is(read.status, 200, read.text);
+  // A session's last statement stays in pg_stat_activity while it is idle.
+  const { rows } = await sql<{ application_name: string }>`SELECT application_name FROM pg_stat_activity
+    WHERE query LIKE '%FROM es.events%' AND query LIKE '%type = ANY%' AND query LIKE '%metadata->>''actor''%' AND query LIKE '%metadata->>''time'' >=%'
+      AND datname = current_database()`.execute(t.platform.deps.db);
+  assert.ok(rows.length > 0, 'the audit read is seen');
+  assert.ok(rows.every((r) => / http$/.test(r.application_name)), JSON.stringify(rows));
+});
+
 bulkhead.run();
 
 const timeout = suite<{ t: TestPlatform; locker?: pg.Client }>('HTTP requests whose query runs too long');
