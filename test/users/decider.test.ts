@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { userDecider, UPDATE_PASSWORD, type UserEvent } from '../../domain/users/user.js';
-import { usernameDecider } from '../../domain/users/username.js';
+import { usernameDecider, usernameStream, type UsernameEvent } from '../../domain/users/username.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { deciderSpec } from '../support/decider.js';
 
@@ -66,12 +66,27 @@ users('given a deleted user, when anything but creation arrives, then the user i
   given([]).when({ type: 'ResetPassword', id, passwordHash: 'h', at }).thenThrows(NotFoundError);
 });
 
-users('given a claimed username, when another user claims it in another case, then a conflict; once released, it is free', () => {
-  const claimed = usernameDecider.evolve(usernameDecider.initialState(), { type: 'UsernameClaimed', data: { username: 'ada', userId: 'u1' } });
-  assert.throws(() => usernameDecider.decide({ type: 'Claim', username: 'ADA', userId: 'u2' }, claimed), (e: unknown) => e instanceof ConflictError);
-  assert.equal(usernameDecider.decide({ type: 'Release', username: 'ada', userId: 'u2' }, claimed), [], 'only the holder releases');
-  const released = usernameDecider.evolve(claimed, { type: 'UsernameReleased', data: { username: 'ada', userId: 'u1' } });
-  assert.is(usernameDecider.decide({ type: 'Claim', username: 'ADA', userId: 'u2' }, released).length, 1);
+const claimed: UsernameEvent = { type: 'UsernameClaimed', data: { username: 'ada', userId: 'u1' } };
+const released: UsernameEvent = { type: 'UsernameReleased', data: { username: 'ada', userId: 'u1' } };
+const names = (events: UsernameEvent[]) => deciderSpec(usernameDecider).given(events);
+
+users('given a claimed username, when another user claims it in another case, then a conflict: the case folds into one stream', () => {
+  assert.is(usernameStream('ADA'), usernameStream('ada'));
+  names([claimed]).when({ type: 'Claim', username: 'ADA', userId: 'u2' }).thenThrows(ConflictError, 'ERR - username ADA is taken');
+});
+
+users('given a claimed username, when its holder claims it again, then no event', () => {
+  names([claimed]).when({ type: 'Claim', username: 'ada', userId: 'u1' }).then([]);
+});
+
+users('given a claimed username, when another user releases it, then no event: only the holder releases', () => {
+  names([claimed]).when({ type: 'Release', username: 'ada', userId: 'u2' }).then([]);
+  names([claimed]).when({ type: 'Release', username: 'ada', userId: 'u1' }).then([released]);
+});
+
+users('given a released username, when another user claims it, then UsernameClaimed for that user', () => {
+  names([claimed, released]).when({ type: 'Claim', username: 'ADA', userId: 'u2' }).then([{ type: 'UsernameClaimed', data: { username: 'ADA', userId: 'u2' } }]);
+  names([claimed, released]).when({ type: 'Release', username: 'ada', userId: 'u1' }).then([]);
 });
 
 users.run();
