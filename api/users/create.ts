@@ -1,4 +1,4 @@
-import type { Deps } from '../deps.js';
+import { readModelsInclude, type Deps } from '../deps.js';
 import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
 import { newUserId } from '../../domain/shared/ids.js';
 import { ConcurrencyError, ConflictError, UnavailableError } from '../../domain/shared/errors.js';
@@ -37,7 +37,8 @@ export async function createUser(deps: Deps, context: CommandContext, profile: P
     await releaseUnused(deps, context, profile.username, id);
     throw error;
   }
-  if (created.result) await deps.projections.waitFor(created.result.position, deps.config.projectionWaitMs);
+  // Past PROJECTION_WAIT_MS, 503 saying the user is stored: a caller under a lock keeps it until the read models have the user.
+  if (created.result) await readModelsInclude(deps, created.result.position);
   return id;
 }
 
