@@ -5042,8 +5042,9 @@ export interface components {
     /**
      * @description Compares a top-level field of a device. `gt`, `gte`, `lte`, `lt` need a number `value` and hold only for a
      * number field; `eq` compares any JSON value; `changed` (no `value`) holds when the event that triggered the run
-     * changed that field of that device. A condition on the triggering device sees it as the triggering event left
-     * it; on another device, its latest value. The rule's owner needs read access to the device.
+     * changed that field of that device. A condition sees its device as it was at the triggering event (the triggering
+     * device as that event left it), however late the rules reactor gets to it; for a button press or a schedule slot,
+     * as it is then. The rule's owner needs read access to the device.
      */
     RuleCondition: {
       deviceId: components["schemas"]["Id"];
