@@ -994,7 +994,7 @@ export interface paths {
      * Create a geofence; the creator gets full access
      * @description Every rule of `GeofencePolygon` and `GeofenceRing` is checked; the first that fails answers 422 `ERR - <field> <why>`.
      * A fence with a `ref` makes that device a tracker: when another device's `lnglat` moves into or out of the fence,
-     * the tracker's `assetUpdate`, `assetList`, `assets`, `trackers` and `prevReportedAt` change and a log entry is written on it.
+     * the tracker's `assetUpdate`, `assetList`, `assets`, `trackers`, `prevReportedAt` and `assetEventPosition` change and a log entry is written on it.
      *
      * **Tracking fields.** An asset is any device other than the tracker. It is inside a tracker when its `lnglat` lies
      * strictly inside any fence linked to the tracker (a point on the boundary is outside); removing its `lnglat` puts it
@@ -1009,7 +1009,12 @@ export interface paths {
      * - `assetList`: the assets inside now, in order of entry, each as `assetUpdate` was when it entered
      *   (`assetAccess` `enter`, no `assetState`); `[]` when the last one left;
      * - `assets`: how many listed assets are plain devices; `trackers`: how many are themselves trackers;
-     * - `prevReportedAt`: the `assetTimestamp` of the previous `assetUpdate`; absent on the first.
+     * - `prevReportedAt`: the `assetTimestamp` of the previous `assetUpdate`; absent on the first;
+     * - `assetEventPosition`: where the asset's event behind `assetUpdate` is in the event log (`<commit>/<prepare>`, as
+     *   the audit log's `position`). Reports are decided in the log's order, each as of itself: one at or before this
+     *   place was decided already and changes nothing, so a report handled again (tracking handles each at least once,
+     *   e.g. after a crash) never re-decides an earlier report against what a later one left. A client that writes
+     *   a later place here holds tracking off that tracker until reports pass it; any other value is ignored.
      *
      * The contract's tracker field `access` (a string, with no values or meaning given) is not set by the platform: the
      * crossing is already `assetUpdate.assetAccess`, and inventing values for a second field would give clients two
@@ -5037,8 +5042,9 @@ export interface components {
     /**
      * @description Compares a top-level field of a device. `gt`, `gte`, `lte`, `lt` need a number `value` and hold only for a
      * number field; `eq` compares any JSON value; `changed` (no `value`) holds when the event that triggered the run
-     * changed that field of that device. A condition on the triggering device sees it as the triggering event left
-     * it; on another device, its latest value. The rule's owner needs read access to the device.
+     * changed that field of that device. A condition sees its device as it was at the triggering event (the triggering
+     * device as that event left it), however late the rules reactor gets to it; for a button press or a schedule slot,
+     * as it is then. The rule's owner needs read access to the device.
      */
     RuleCondition: {
       deviceId: components["schemas"]["Id"];

@@ -1,6 +1,6 @@
-import { sql, type Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
-import { evolveDoc, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { evolveDoc, type DeviceDoc, type DeviceEvent, type DeviceState } from '../domain/devices/device.js';
 import type { Database } from './database.js';
 import { cutText } from '../domain/shared/json.js';
 import { jsonbArray } from '../domain/shared/jsonb.js';
@@ -53,6 +53,19 @@ export interface DevicesTables {
   devices: DevicesTable;
   device_history: DeviceHistoryTable;
   device_history_fields: { device_id: string; field: string };
+}
+
+/**
+ * A device's decider state as of its read-model row: an update or a deletion
+ * then reads only the events after it, not every report of the device's life
+ * (a device reporting every minute has half a million events a year). Claims
+ * decide on who claimed before, which the row does not hold, so they fold the
+ * whole stream; this state is for `UpdateDevice` and `DeleteDevice` only.
+ */
+export async function deviceAsRead(db: Kysely<Database>, id: string): Promise<{ state: DeviceState; revision: number } | null> {
+  const row = await db.selectFrom('devices').select(['revision', 'doc', 'created_by', 'credentials_set_id']).where('id', '=', id).executeTakeFirst();
+  if (!row) return null;
+  return { state: { status: 'active', id, doc: row.doc, createdBy: row.created_by, credentialsSetId: row.credentials_set_id, claimedBy: [] }, revision: Number(row.revision) };
 }
 
 const DEVICE_EVENTS = new Set(['DeviceRegistered', 'DeviceUpdated', 'DeviceReported', 'DeviceClaimed', 'DeviceDeleted']);

@@ -20,6 +20,7 @@ import { toNewEvent } from '../../domain/shared/decider.js';
 import { statsRoutes } from './stats.js';
 import { geoqueryCondition } from '../geofences/geoquery.js';
 import type { FenceGeometry } from '../geofences/postgis.js';
+import { deviceAsRead } from '../../projections/devices.js';
 
 /** Columns a list may be ordered by; any other name orders by that device field. */
 const ORDER_COLUMNS: Record<string, string> = { name: 'lower(name)', category: 'category', createdAt: 'created_at', updatedAt: 'updated_at', reportedAt: 'reported_at' };
@@ -64,18 +65,8 @@ async function writeDevice(deps: Deps, ingest: Ingest, principal: Principal, con
   if (result) await deps.projections.waitFor(result.position, deps.config.projectionWaitMs);
 }
 
-/**
- * A device's decider state as of its read-model row: an update or a deletion
- * then reads only the events after it, not every report of the device's life
- * (a device reporting every minute has half a million events a year). Claims
- * decide on who claimed before, which the row does not hold, so they fold the
- * whole stream; this state is for `UpdateDevice` and `DeleteDevice` only.
- */
-async function asRead(deps: Deps, id: string): Promise<{ state: DeviceState; revision: number } | null> {
-  const row = await deps.db.selectFrom('devices').select(['revision', 'doc', 'created_by', 'credentials_set_id']).where('id', '=', id).executeTakeFirst();
-  if (!row) return null;
-  return { state: { status: 'active', id, doc: row.doc, createdBy: row.created_by, credentialsSetId: row.credentials_set_id, claimedBy: [] }, revision: Number(row.revision) };
-}
+/** A device's decider state as of its read-model row, for `UpdateDevice` and `DeleteDevice` (see `deviceAsRead`). */
+const asRead = (deps: Deps, id: string) => deviceAsRead(deps.db, id);
 
 /**
  * A publish on a reserved topic lands on the device whose `secret` is that

@@ -19,7 +19,10 @@ import { hashPassword, temporaryPassword } from '../../domain/users/password.js'
 import { unitsOf, userDecider, userStream, type Profile, type Unit } from '../../domain/users/user.js';
 import { MAX_DEPTH, ORGANIZATION_NOT_FOUND, checkUnitName, organizationDecider, organizationStream } from '../../domain/organizations/organization.js';
 
-/** Every change to the tree's shape or to unit names runs under this lock: names stay unique and the tree acyclic. */
+/**
+ * Every change to the tree's shape or to unit names, and every join of a member, runs under this lock: names stay
+ * unique, the tree acyclic, and a unit is never deleted while a member joins it.
+ */
 const TREE_LOCK = 'organization-tree';
 const MEMBER_NOT_FOUND = 'Member not found';
 
@@ -56,6 +59,13 @@ export function organizationRoutes(deps: Deps): Router {
   const db = deps.db;
 
   const selectUnit = (id: string) => db.selectFrom('organizations').select(['id', 'name', 'description', 'parent_id', 'created_at', 'updated_at']).where('id', '=', id).executeTakeFirst();
+
+  /** The unit as it is now, under the tree lock: a unit deleted while the caller waited for the lock is not found. */
+  const unitStill = async (id: string): Promise<Unit> => {
+    const row = await selectUnit(id);
+    if (!row) throw new NotFoundError(ORGANIZATION_NOT_FOUND);
+    return { id: row.id, name: row.name };
+  };
 
   /** The unit at `id`, which the caller must hold `need` on (404 when it cannot read it). */
   const unitFor = async (principal: Principal, id: string, need: 'read' | 'write' | 'admin'): Promise<UnitRow> => {
@@ -197,14 +207,18 @@ export function organizationRoutes(deps: Deps): Router {
     const body = req.body as Omit<Partial<Profile>, 'attributes'> & { username: string; attributes?: Partial<Profile['attributes']> };
     const roles = body.attributes?.roles ?? [];
     await checkRoles(deps, principal, roles);
-    const profile: Profile = {
-      ...body,
-      enabled: body.enabled ?? true,
-      requiredActions: [],
-      attributes: { ...body.attributes, organization: [unit.name] },
-    };
     const password = temporaryPassword();
-    const userId = await createUser(deps, requestContext(deps, req), profile, password, true, { id: unit.id, name: unit.name });
+    // Under the tree lock, as the unit stands then: a delete's "no members" check never misses a member joining.
+    const userId = await deps.locks.serialized(TREE_LOCK, async () => {
+      const current = await unitStill(unit.id);
+      const profile: Profile = {
+        ...body,
+        enabled: body.enabled ?? true,
+        requiredActions: [],
+        attributes: { ...body.attributes, organization: [current.name] },
+      };
+      return createUser(deps, requestContext(deps, req), profile, password, true, current);
+    });
     const row = await db.selectFrom('users').select(['id', 'username', 'profile', 'created_at']).where('id', '=', userId).executeTakeFirstOrThrow();
     res.status(201).json({ ...toUser(row), temporaryPassword: password });
   });
@@ -216,7 +230,11 @@ export function organizationRoutes(deps: Deps): Router {
     const unit = await unitFor(principal, req.params.id as string, 'admin');
     const userId = (req.params.userId as string).toLowerCase();
     const context = requestContext(deps, req);
-    const { events } = await write(deps, context, userStream(userId), userDecider, { type: 'JoinOrganization', id: userId, organization: { id: unit.id, name: unit.name }, at: context.now });
+    // Under the tree lock, as the unit stands then: a delete's "no members" check never misses a member joining.
+    const { events } = await deps.locks.serialized(TREE_LOCK, async () => {
+      const current = await unitStill(unit.id);
+      return write(deps, context, userStream(userId), userDecider, { type: 'JoinOrganization', id: userId, organization: current, at: context.now });
+    });
     const row = await db.selectFrom('users').select(['id', 'username', 'profile', 'created_at']).where('id', '=', userId).executeTakeFirstOrThrow();
     res.status(events.length ? 201 : 200).json(presentMember(row));
   });

@@ -4,11 +4,12 @@ import type { Deps } from '../../api/deps.js';
 import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
 import type { Database } from '../../projections/database.js';
 import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
-import type { Position, RecordedEvent } from '../../domain/shared/events.js';
+import { positionToString, type Position, type RecordedEvent } from '../../domain/shared/events.js';
 import { deviceStream, isLngLat, type DeviceDoc, type DeviceEvent } from '../../domain/devices/device.js';
+import { deviceAsRead } from '../../projections/devices.js';
 import { logEvent, logStream } from '../../domain/logs/logEntry.js';
 import { OwnerRights } from '../rights.js';
-import { crossingMessage, trackerDecider, type AssetReport, type TrackerFields } from '../../domain/geofences/tracking.js';
+import { crossingMessage, trackerDecider, type AssetReport, type AssetUpdate } from '../../domain/geofences/tracking.js';
 
 const CHECKPOINT = 'geofence-tracking';
 const ACTOR = 'system:geofence-tracking';
@@ -38,11 +39,18 @@ export function positionOf(event: RecordedEvent): Point | null | undefined {
  * out of, updates the tracker through the device decider and writes a log
  * entry on it. The trackers an asset may be leaving come from
  * `geofence_presence` (a read model of the trackers' `assetList`), so after
- * each crossing it waits for the read models before going on. A fence tracks
- * only what its owner (its creator) may: an enabled user who can read the
- * asset and write the tracker, checked at each report (`tracked`). Handling a
- * batch again is harmless: the decider sees the tracker's current list, and
- * log entries carry ids derived from the position event.
+ * each crossing it waits for the read models before going on; when they do
+ * not follow within `PROJECTION_WAIT_MS` the batch fails (a passing failure:
+ * offered again after a pause, never set aside), since a later report of the
+ * batch must find the tracker its asset may be leaving. A fence tracks only
+ * what its owner (its creator) may: an enabled user who can read the asset and
+ * write the tracker, checked at each report (`tracked`).
+ *
+ * Handling a batch again (after a crash, a failed batch, that timeout) changes
+ * nothing: each report is decided as of itself, so a report at or before the
+ * one behind the tracker's last crossing (`assetEventPosition`) decides nothing
+ * (`domain/geofences/tracking.ts`); the tracker's update and its log entry
+ * carry ids derived from the position event.
  */
 export class GeofenceTracking {
   /** Its follower of the event log (its lag is measured from it). */
@@ -106,7 +114,7 @@ export class GeofenceTracking {
     const context: CommandContext = { actor: ACTOR, correlationId: event.metadata.correlationId, causationId: event.id, now: asset.at };
     let last: Position | null = null;
     for (const { tracker, inside } of rows) {
-      // Derived, so the update of this report's crossing can be found again (below).
+      // Derived, so a repeat of this report's crossing is a no-op in the store.
       const updateId = causedId(event.id, ['track', event.id, tracker]);
       const handled = await handle(
         this.deps.store,
@@ -114,17 +122,13 @@ export class GeofenceTracking {
         trackerDecider,
         { type: 'TrackAsset', trackerId: tracker, report: asset, inside, at: asset.at },
         context,
-        { retries: 5, eventIds: [updateId] },
+        // From the tracker's read-model row: only the events after it are read, not the tracker's whole life.
+        { retries: 5, eventIds: [updateId], from: await deviceAsRead(this.deps.db, tracker) },
       );
       const update = handled.events[0];
-      let fields: TrackerFields | null = null;
-      if (handled.result && update?.type === 'DeviceUpdated') fields = update.data.set as unknown as TrackerFields;
-      else if (handled.events.length === 0 && handled.state.status === 'active' && sameCrossing(handled.state.doc, asset, inside)) {
-        // A batch handled again after a crash between the tracker's update and its log entry: the tracker shows this
-        // crossing already, so nothing was decided; its log entry is written if the update is this report's own.
-        const stored = (await this.deps.store.readStream(deviceStream(tracker))).find((e) => e.id === updateId);
-        if (stored) fields = (stored.data as { set: TrackerFields }).set;
-      }
+      let fields: { assetUpdate: AssetUpdate } | null = null;
+      if (handled.result && update?.type === 'DeviceUpdated') fields = update.data.set as unknown as { assetUpdate: AssetUpdate };
+      else if (handled.events.length === 0 && handled.state.status === 'active') fields = ownCrossing(handled.state.doc, event, assetId);
       if (!fields) continue;
       const log = logEvent(
         { resourceId: tracker, resourceType: 'device', type: 'info', priority: 'low', category: 'update', message: crossingMessage(fields), data: { assetUpdate: fields.assetUpdate } },
@@ -167,12 +171,15 @@ export class GeofenceTracking {
     const e = event as unknown as DeviceEvent;
     const at = e.type === 'DeviceReported' ? e.data.reportedAt : (e.data as { at: string }).at;
     const name = rows[0]?.name ?? (e.type === 'DeviceRegistered' ? String(e.data.doc.name ?? '') : '');
-    return { id, name, position, at, isTracker: rows[0]?.tracker ?? false };
+    return { id, name, position, at, isTracker: rows[0]?.tracker ?? false, event: event.position };
   }
 }
 
-/** Whether the tracker's last crossing is this report's: the same asset, time and side. */
-const sameCrossing = (doc: DeviceDoc, asset: AssetReport, inside: boolean): boolean => {
-  const last = doc.assetUpdate as { assetId?: unknown; assetTimestamp?: unknown; assetState?: unknown } | undefined;
-  return last?.assetId === asset.id && last.assetTimestamp === asset.at && last.assetState === (inside ? 'inside' : 'outside');
+/**
+ * The tracker's last crossing when it is this report's own: the report is handled again after a crash between the
+ * tracker's update and its log entry, so nothing was decided; the log entry is written (again, as a no-op if it was).
+ */
+const ownCrossing = (doc: DeviceDoc, event: RecordedEvent, assetId: string): { assetUpdate: AssetUpdate } | null => {
+  const last = doc.assetUpdate as AssetUpdate | undefined;
+  return doc.assetEventPosition === positionToString(event.position) && last?.assetId === assetId ? { assetUpdate: last } : null;
 };

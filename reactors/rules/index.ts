@@ -27,8 +27,8 @@ interface Candidate {
   rule: RunnableRule;
   trigger: RunTrigger;
   event: RecordedEvent;
-  /** The device documents as the triggering event left them (this batch's changes up to it). */
-  known: Map<string, DeviceDoc>;
+  /** The device documents as of the triggering event (this batch's events up to it), where the change tracker knows them; null: no such device then. */
+  known: Map<string, DeviceDoc | null>;
   /** The fields the triggering event changed on its device. */
   changed: Set<string>;
   deviceId: string;
@@ -48,7 +48,8 @@ interface Chain {
  *    watches, and a tracker's geofence update, are matched against the
  *    rules' triggers; schedule slots come from the clock (`Scheduler`), and
  *    button presses from `POST /api/rules-v2/{id}/execute`. For each, the
- *    run is decided (conditions evaluated with the owner's rights) and
+ *    run is decided (conditions evaluated with the owner's rights, on their
+ *    devices as of the triggering event) and
  *    stored as `RuleRunStarted` on `rulerun-<runId>`, the run id derived
  *    from the trigger, so a trigger handled again decides no second run. A
  *    device or geofence trigger whose conditions do not hold leaves no
@@ -149,7 +150,6 @@ export class RulesReactor {
     const named = new Set<string>();
     for (const e of batch) if (e.type === 'RuleCreated' || e.type === 'RuleReplaced') for (const id of RuleIndex.devicesOf((e.data as { definition: RunnableRule['definition'] }).definition)) named.add(id);
     const changes = new Map((await this.tracker.changes(batch, (id) => this.index.watches(id) || named.has(id))).map((c) => [c.message.event.id, c]));
-    const latest = new Map<string, DeviceDoc>();
     const candidates: Candidate[] = [];
     const runs: (RecordedEvent & { data: RunStarted })[] = [];
     let indexed = false;
@@ -176,11 +176,10 @@ export class RulesReactor {
       }
       const change = changes.get(e.id);
       if (change) {
-        latest.set(change.deviceId, change.message.iotnode);
         const fields = fieldsOf(e as RecordedEvent & DeviceEvent);
         for (const t of this.index.deviceTriggers(change.deviceId)) {
           if (t.fields && !fields.some((f) => t.fields!.has(f))) continue;
-          candidates.push(this.candidate(t.rule, { type: 'device', nodeId: t.nodeId, deviceId: change.deviceId, eventId: e.id, eventType: e.type, fields }, e, latest, change.deviceId, change.message.diff));
+          candidates.push(this.candidate(t.rule, { type: 'device', nodeId: t.nodeId, deviceId: change.deviceId, eventId: e.id, eventType: e.type, fields }, e, change.message.iotnode, change.deviceId, change.message.diff));
         }
       }
       // A tracker's geofence update (geofence tracking writes it through the device decider).
@@ -192,7 +191,7 @@ export class RulesReactor {
         for (const t of this.index.geofenceTriggers()) {
           if (t.event !== update.assetAccess || refs.get(t.geofenceId) !== trackerId) continue;
           const trigger: RunTrigger = { type: 'geofence', nodeId: t.nodeId, geofenceId: t.geofenceId, trackerId, assetId: update.assetId, event: update.assetAccess, eventId: e.id };
-          candidates.push(this.candidate(t.rule, trigger, e, latest, trackerId, set));
+          candidates.push(this.candidate(t.rule, trigger, e, undefined, trackerId, set));
         }
       }
     }
@@ -201,11 +200,14 @@ export class RulesReactor {
     return indexed || candidates.length > 0 || runs.length > 0;
   }
 
-  private candidate(rule: RunnableRule, trigger: RunTrigger, event: RecordedEvent, latest: Map<string, DeviceDoc>, deviceId: string, diff: DeviceDoc): Candidate {
-    const known = new Map<string, DeviceDoc>();
-    for (const id of [deviceId, ...conditionDevices(rule.definition)]) {
-      const doc = latest.get(id);
-      if (doc) known.set(id, doc);
+  /** `triggered`: the triggering device as its event left it; every condition's device as of the triggering event. */
+  private candidate(rule: RunnableRule, trigger: RunTrigger, event: RecordedEvent, triggered: DeviceDoc | undefined, deviceId: string, diff: DeviceDoc): Candidate {
+    const known = new Map<string, DeviceDoc | null>();
+    if (triggered) known.set(deviceId, triggered);
+    for (const id of conditionDevices(rule.definition)) {
+      if (known.has(id)) continue;
+      const doc = this.tracker.asOf(id, event.position);
+      if (doc !== undefined) known.set(id, doc);
     }
     return { rule, trigger, event, known, changed: new Set(Object.keys(diff)), deviceId };
   }
@@ -225,6 +227,13 @@ export class RulesReactor {
     const starts: { run: RunStarted; context: CommandContext }[] = [];
     const halts: { event: RunEvent; context: CommandContext; runId: string }[] = [];
     const at = this.deps.clock().toISOString();
+    // Devices the tracker could not place in the batch (no event in it, none kept): read once, as of the batch.
+    const read = new Map<string, Promise<DeviceDoc | null>>();
+    const asOfBatch = (id: string) => {
+      let doc = read.get(id);
+      if (!doc) read.set(id, (doc = this.tracker.readAsOf(id, last.position)));
+      return doc;
+    };
     for (const c of candidates) {
       const runId = causedId(c.event.id, ['trigger', c.event.id, c.rule.id, c.trigger.nodeId]);
       const context: CommandContext = { actor: RULES_ACTOR, correlationId: c.event.metadata.correlationId, causationId: c.event.id, now: at };
@@ -237,7 +246,7 @@ export class RulesReactor {
         continue;
       }
       const owner = await this.deps.principals.get(c.rule.owner);
-      const views = await this.views(owner, [...(c.trigger.type === 'geofence' ? [] : [c.deviceId]), ...conditionDevices(c.rule.definition)], c.known);
+      const views = await this.views(owner, [...(c.trigger.type === 'geofence' ? [] : [c.deviceId]), ...conditionDevices(c.rule.definition)], c.known, asOfBatch);
       const why = !owner ? NO_OWNER : c.trigger.type === 'geofence' ? await this.geofenceRefusal(owner, c.trigger.geofenceId, c.trigger.assetId) : (views.get(c.deviceId) as { why?: string }).why;
       if (why) {
         // The owner lost the right to read what triggers the rule: nothing runs, and the rule's log says so, at most a few times a minute.
@@ -296,8 +305,11 @@ export class RulesReactor {
     return (cause && this.chains.get(cause)?.rules) || [];
   }
 
-  /** Devices as the owner sees them: documents from this batch where known, else from the read model; rights cached until an access event passes. */
-  private async views(owner: Principal | null, ids: readonly string[], known: Map<string, DeviceDoc>): Promise<Map<string, DeviceView>> {
+  /**
+   * Devices as the owner sees them: documents as of the trigger where known, else from `read` (as of the batch), else
+   * (a schedule slot) from the read model now; rights cached until an access event passes.
+   */
+  private async views(owner: Principal | null, ids: readonly string[], known: Map<string, DeviceDoc | null>, read?: (id: string) => Promise<DeviceDoc | null>): Promise<Map<string, DeviceView>> {
     const views = new Map<string, DeviceView>();
     if (!owner) {
       for (const id of ids) views.set(id, { doc: null, why: NO_OWNER });
@@ -305,9 +317,13 @@ export class RulesReactor {
     }
     const missing: string[] = [];
     for (const id of new Set(ids)) {
-      if (!(await this.rights.may(owner, id, 'read'))) views.set(id, { doc: null, why: `the rule's owner cannot read iotnode ${id}` });
-      else if (known.has(id)) views.set(id, { doc: known.get(id)! });
-      else missing.push(id);
+      if (!(await this.rights.may(owner, id, 'read'))) {
+        views.set(id, { doc: null, why: `the rule's owner cannot read iotnode ${id}` });
+        continue;
+      }
+      const doc = known.has(id) ? known.get(id)! : read ? await read(id) : undefined;
+      if (doc === undefined) missing.push(id);
+      else views.set(id, doc ? { doc } : { doc: null, why: `iotnode ${id} does not exist` });
     }
     if (missing.length) {
       const rows = await this.deps.db.selectFrom('devices').select(['id', 'doc']).where('id', 'in', missing).execute();

@@ -7,6 +7,9 @@ import { eventually } from '../ingest/support.js';
 import { verifyPassword } from '../../domain/users/password.js';
 import { verifyToken } from '../../api/auth/tokens.js';
 import { refusing } from '../support/refusing.js';
+import { handle } from '../../domain/shared/decider.js';
+import { ConflictError } from '../../domain/shared/errors.js';
+import { userDecider, userStream } from '../../domain/users/user.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const users = suite<{ t: TestPlatform }>('users');
@@ -153,6 +156,29 @@ users('given a deleted user whose name the database failed to release, when a us
   assert.is.not(again.body.id, hal.id);
   const taken = await t.call('POST', '/api/users', { body: { username: 'hal' } });
   assert.is(taken.status, 409, 'a live user\'s name stays taken');
+});
+
+users('given a username whose claim outlived a creation that was never stored (its user and the claim\'s release both refused, as a crash between the two appends leaves it), when a user of that name is created, then it is created and the first holder can never be', async ({ t }) => {
+  // Given: the user refused after the claim, and the release of the claim refused too.
+  await refusing(t.platform.deps.db, 'es.events', `NEW.type IN ('UserCreated', 'UsernameReleased')`, async () => {
+    const failed = await t.call('POST', '/api/users', { body: { username: 'uma' } });
+    assert.is(failed.status, 500, failed.text);
+  }, 2);
+  const [claimed] = await t.platform.deps.store.readStream('username-uma');
+  const ghost = (claimed!.data as { userId: string }).userId;
+  assert.equal(await t.platform.deps.store.readStream(`user-${ghost}`), [], 'the claim\'s holder was never created');
+  // When a user of that name is created,
+  const created = await t.call('POST', '/api/users', { body: { username: 'Uma' } });
+  // then it is created and holds the name;
+  assert.is(created.status, 201, created.text);
+  assert.is.not(created.body.id, ghost);
+  assert.is((await t.call('GET', `/api/users/${created.body.id}`)).body.username, 'Uma');
+  const taken = await t.call('POST', '/api/users', { body: { username: 'uma' } });
+  assert.is(taken.status, 409, 'a live user\'s name stays taken');
+  // and the first holder's creation, had it still been under way, can no longer be stored: no second user of the name.
+  const late = handle(t.platform.deps.store, userStream(ghost), userDecider, { type: 'CreateUser', id: ghost, profile: { username: 'uma', enabled: true, requiredActions: [], attributes: {} }, passwordHash: 'x', temporaryPassword: false, at: new Date().toISOString() }, { actor: 'test', correlationId: 'late', now: new Date().toISOString() });
+  await late.then(() => assert.unreachable('the holder was created after its claim was taken over'), (error) => assert.instance(error, ConflictError));
+  assert.equal((await t.call('GET', '/api/users?username=uma')).body.map((u: { id: string }) => u.id), [created.body.id]);
 });
 
 users('when a non-admin creates a user or resets a password, then 403 Forbidden', async ({ t }) => {
