@@ -4513,15 +4513,26 @@ export interface components {
       message: string;
     };
     /**
-     * @description A command to a device, handed to its integration. `integrationName` wins over the iotnode's connector; one
-     * of the two is required, and the connector must be of that integration (it holds the network server's
-     * address and credentials). The commands each integration takes, and the shape of their `data`, are listed
-     * by `GET /api/integrations`; an unknown command is 422 naming them.
+     * @description A command to a device, handed to its integration through a connector (which holds the network server's
+     * address and credentials). One of `integrationName` or the iotnode's own connector is required (422
+     * otherwise), and `integrationName` wins if both are given. The connector used:
+     * - `connectorId` when given: a connector the caller may write to, of `integrationName` when that is
+     *   given too (422 otherwise);
+     * - else the iotnode's own connector, when `integrationName` is absent or names its integration;
+     * - else the one connector of `integrationName` the caller may write to (422 when there is none, and 422
+     *   naming them when there are several: name one with `connectorId`, or set the iotnode's connector).
+     * The device is named at the network server by its own `devEui` (or network device id) whichever connector
+     * is used; queue events (`txack`, acknowledgements) come back only through the connector the iotnode is bound
+     * to, so through another one an item stays `queued` in `GET /api/iotnodes/{id}/downlinks`.
+     * The commands each integration takes, and the shape of their `data`, are listed by `GET /api/integrations`;
+     * an unknown command is 422 naming them.
      */
     DeviceCommand: {
       command: string;
       iotnodeId: components["schemas"]["Id"];
       integrationName?: components["schemas"]["Integration"];
+      /** @description Platform addition. The connector to send through, to choose among several of `integrationName`. */
+      connectorId?: components["schemas"]["Id"];
       data?: Record<string, unknown>;
     };
     /**

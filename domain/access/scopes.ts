@@ -10,7 +10,8 @@ export type Scope = (typeof SCOPES)[number];
 /** What a caller needs for an operation. */
 export type Need = 'read' | 'write' | 'admin';
 
-const GRANTS: Record<Need, Scope[]> = {
+/** The scopes that give each need. */
+export const GRANTS: Record<Need, readonly Scope[]> = {
   read: ['admin', 'write', 'read'],
   write: ['admin', 'write'],
   admin: ['admin'],
