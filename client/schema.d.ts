@@ -4267,8 +4267,9 @@ export interface components {
     };
     /**
      * @description An iotnode as a client writes it. The model is open: any further field is stored as a top-level field.
-     * `name` must not contain `~||~`. `connector` is an id or `{_id}`. `rabbitRouting` is internal: writing it is
-     * refused (422). `_id`, `createdAt`, `updatedAt` and `reportedAt` are maintained by the platform and ignored.
+     * `name` must not contain `~||~`. `connector` is an id or `{_id}`. `rabbitRouting` is internal: sent as read it is
+     * ignored, so a document read with GET can be PUT back; any other value is refused (422).
+     * `_id`, `createdAt`, `updatedAt` and `reportedAt` are maintained by the platform and ignored.
      * In a PUT, the given fields are set and the others kept; a field set to `null` is removed.
      */
     DeviceWrite: {
