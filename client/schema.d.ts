@@ -3663,9 +3663,16 @@ export interface components {
       scope?: components["schemas"]["Scope"];
     };
     UsergroupName: string;
-    /** @description The creator becomes `owner`. `members` and `appFilter` are accepted and ignored; members are added through /members, the app filter is set through /app-filter. */
+    /**
+     * @description The creator becomes `owner`. `owner` may be sent, and must then be the caller's own id (422 otherwise, for
+     * admins too): a group is created owned by its creator and handed to another user afterwards with
+     * `PATCH /api/usergroups/{id} {owner}` (admin access to the group). `members` and `appFilter` are accepted and
+     * ignored; members are added through /members, the app filter is set through /app-filter.
+     */
     UsergroupCreate: {
       name: components["schemas"]["UsergroupName"];
+      /** @description The caller's own id, or left out. */
+      owner?: components["schemas"]["Uuid"];
       /** @description Ignored. */
       members?: unknown;
       /** @description Ignored. */
