@@ -4344,6 +4344,7 @@ export interface components {
     CredentialsSetCreate: {
       /** @description Must not have the shape of a UUID: MQTT logins with a UUID username are user logins. */
       username: string;
+      /** @description At least 8 characters: a platform addition, the contract sets no length (docs/security.md, limits). */
       password: string;
     };
     CredentialsSet: {
