@@ -4566,7 +4566,9 @@ export interface components {
      * @description The generic form of the LoRa commands, for every LoRaWAN integration: `sendDownlink` queues
      * (`callData: {devEui, payload: {fPort, payloadHex}}`; with `object` instead of `payloadHex`, the device's
      * translator encodes it and the codec's port replaces `fPort`), `getDownlinks` reads the queue and `clearDownlinks`
-     * flushes it (`callData: {devEui}`). `devEui`, when given, must be the iotnode's own. A call the network
+     * flushes it (`callData: {devEui}`). `devEui`, when given, must be the iotnode's own; an iotnode without a
+     * stored `devEui` is addressed by it (it is not stored on the iotnode, so the network server's later events
+     * about a queued item reach it only once its `devEui` is set; without either, 422). A call the network
      * server's API has no operation for is 422 naming why: `getDownlinks` with LORIOT and ThingPark,
      * `clearDownlinks` with ThingPark.
      */

@@ -13,8 +13,11 @@ interface Ctx {
   chirpstack: Record<string, any>;
 }
 
-/** The spec's device command: `integrationName` is optional when the device has a connector, and wins over it when given. */
-const cc = suite<Ctx>('Device commands: the connector integrationName sends through');
+/**
+ * The spec's device command: `integrationName` is optional when the device has a connector, and wins over it when
+ * given; the generic call addresses the device by `callData.devEui`.
+ */
+const cc = suite<Ctx>('Device commands: the connector and the address a command goes to');
 
 cc.before(async (ctx) => {
   ctx.t = await startTestPlatform();
@@ -95,6 +98,20 @@ cc('when connectorId names a connector the caller cannot use, or one of another 
   const other = await t.call('PUT', '/api/iotnodes/command', { body: queue('TheThingsStack', mine.body._id, { connectorId: chirpstack._id }) });
   assert.is(other.status, 422, other.text);
   assert.match(other.text, /^ERR - connectorId names a ChirpStack connector, not a TheThingsStack one/);
+});
+
+cc('given an iotnode on the ChirpStack connector without a devEui, when a generic apiCall names callData.devEui, then the call addresses that DevEUI', async ({ t, ns, chirpstack }) => {
+  const device = await t.call('POST', '/api/iotnodes', { body: { name: 'no devEui', connector: chirpstack._id } });
+  assert.is(device.status, 201, device.text);
+  ns.requests.length = 0;
+  const sent = await t.call('PUT', '/api/iotnodes/command', { body: { command: 'apiCall', iotnodeId: device.body._id, data: { callName: 'sendDownlink', callData: { devEui: EUI.toUpperCase(), payload: { fPort: '2', payloadHex: '0a0b' } } } } });
+  assert.is(sent.status, 202, sent.text);
+  assert.is(ns.requests.find((r) => r.method === 'POST')?.path, `/api/devices/${EUI}/queue`);
+  const read = await t.call('PUT', '/api/iotnodes/command', { body: { command: 'apiCall', iotnodeId: device.body._id, data: { callName: 'getDownlinks', callData: { devEui: EUI } } } });
+  assert.is(read.status, 200, read.text);
+  const bare = await t.call('PUT', '/api/iotnodes/command', { body: { command: 'apiCall', iotnodeId: device.body._id, data: { callName: 'getDownlinks', callData: {} } } });
+  assert.is(bare.status, 422, bare.text);
+  assert.match(bare.text, /^ERR - iotnodeId names an iotnode without a devEui; set its devEui \(16 hexadecimal digits\) or give data\.callData\.devEui/);
 });
 
 cc.run();
