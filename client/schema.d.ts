@@ -728,6 +728,9 @@ export interface paths {
     /**
      * Duplicate the dashboard as `<name> (copy)`
      * @description Every widget is copied in the same layout; `title`, `description` and `headerSettings` are not kept. Needs write access to the original.
+     * The copy's name is `<name> (copy)` with the name as it is (spaces included) when that fits the 50-character limit
+     * of a name; a name of more than 43 characters (code points) is cut to its first 43, spaces left at the cut's end
+     * are dropped, and ` (copy)` is added.
      */
     post: {
       parameters: {
