@@ -4184,7 +4184,7 @@ export interface components {
        */
       verticalAlignment?: "top" | "center" | "bottom";
       /**
-       * @description 10 to 100 as the contract says; whole numbers only and the default 100 are the platform's choice.
+       * @description 10 to 100 as the contract says, fractions included; the default 100 is the platform's choice.
        * @default 100
        */
       opacity?: number;
