@@ -16,6 +16,21 @@ const repo = fileURLToPath(new URL('../..', import.meta.url));
 const read = (path: string) => readFileSync(join(repo, path), 'utf8');
 const openapi = parse(read('api/openapi.yaml')) as { info: { version: string; description: string }; components: { schemas: Record<string, any> } };
 
+const readme = read('README.md');
+
+interface Served {
+  info: { version: string; description: string };
+  paths: Record<string, Record<string, any>>;
+  components: { parameters: Record<string, any>; schemas: Record<string, any> };
+}
+
+/** The document the running platform serves. */
+const served = async (t: TestPlatform): Promise<Served> => {
+  const res = await t.call('GET', '/api/openapi.json');
+  assert.is(res.status, 200, res.text);
+  return res.body;
+};
+
 const choices = suite<{ t: TestPlatform }>('the platform\'s choices where the contract leaves them open');
 
 choices.before(async (ctx) => {
@@ -38,6 +53,24 @@ choices('given docs/translators.md\'s upload checks, when a translator names an 
     assert.ok(row!.includes(res.text), `the check quotes ${res.text} (${row})`);
   }
   assert.is((await t.call('POST', '/api/translators', { body: translator({ apiVersion: '1.7' }) })).status, 201);
+});
+
+choices('given the served OpenAPI document, when each list\'s default page size is read, then it is 100 or an exception that info.description and the README both name', async ({ t }) => {
+  const doc = await served(t);
+  const defaults = Object.entries(doc.paths).flatMap(([path, item]) => {
+    const params = [...(item.parameters ?? []), ...(item.get?.parameters ?? [])].map((p: any) => (p.$ref ? doc.components.parameters[p.$ref.split('/').pop()] : p));
+    const limit = item.get ? params.find((p: any) => p.name === 'limit') : undefined;
+    return limit ? [{ path, size: limit.schema.default as number }] : [];
+  });
+  assert.ok(defaults.length >= 10, `lists with limit: ${defaults.length}`);
+  for (const text of [doc.info.description, readme]) {
+    assert.match(text, /100 when it is left out/);
+    assert.match(text, /takes no `limit`/);
+  }
+  for (const { path, size } of defaults.filter((d) => d.size !== 100)) {
+    assert.is(size, 1000, path);
+    for (const text of [doc.info.description, readme]) assert.ok(text.includes(`GET ${path}\``), `${path} (default ${size}) is named`);
+  }
 });
 
 choices.run();
