@@ -73,4 +73,23 @@ choices('given the served OpenAPI document, when each list\'s default page size 
   }
 });
 
+choices('given the served OpenAPI document, then no path carries a version, the versioning scheme is written in it and in the README, and a deprecated operation answers as the scheme says', async ({ t }) => {
+  const doc = await served(t);
+  assert.match(doc.info.version, /^\d+\.\d+\.\d+$/);
+  for (const path of Object.keys(doc.paths)) assert.not.match(path, /\/v\d+(\/|$)/, path);
+  assert.match(doc.info.description, /Versions:/);
+  assert.match(readme, /\*\*Versions\.\*\*/);
+  for (const text of [doc.info.description, readme]) {
+    assert.match(text, /semantic versioning/);
+    assert.match(text, /paths carry none/);
+    assert.match(text, /`Deprecation`/);
+  }
+  const deprecated = Object.entries(doc.paths).flatMap(([path, item]) => Object.entries(item).filter(([, op]) => op?.deprecated === true).map(([method, op]) => ({ path, method, op })));
+  assert.ok(deprecated.length > 0);
+  for (const { path, method, op } of deprecated) assert.type(op['x-deprecated-since'], 'string', `${method} ${path}`);
+  const list = await t.call('GET', '/api/locations');
+  assert.is(list.status, 200, list.text);
+  assert.match(list.headers.get('deprecation') ?? '', /^@\d+$/);
+});
+
 choices.run();
