@@ -4812,6 +4812,14 @@ export interface components {
        * fPort})` returning `{bytes, fPort}`. When both `translate` and `decodeUplink` are defined, `translate`
        * decodes raw uplinks. Every call runs a fresh instance of the code: top-level variables start over and
        * nothing outlives the call.
+       * `translate` returns `{result?, additionalDeviceUpdates?}` and nothing else (another key fails the call,
+       * kind `result`). `result` is the device's decoded fields, checked against `spec`.
+       * `additionalDeviceUpdates` is a gateway's reports for other devices: a list of at most 1,000
+       * `{identifier, result}` (no other key), where `identifier` is a non-empty string, the `secret` of a device
+       * created by the same user as the gateway (for MQTT devices, the creator of the credentials set), and
+       * `result` (default `{}`) becomes that device's own report, checked against this translator's `spec`. An
+       * identifier that matches no such device is skipped with a `debug`/`system` log entry on the gateway; a
+       * list of another shape fails the call (kind `result`). See docs/translators.md, Decoding at ingest.
        */
       code: string;
       fieldMap?: components["schemas"]["FieldMap"];

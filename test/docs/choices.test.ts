@@ -11,6 +11,7 @@ import * as assert from 'uvu/assert';
 import { parse } from 'yaml';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { translator } from '../translators/given.js';
+import { MAX_DEVICE_UPDATES } from '../../sandbox/result.js';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 const read = (path: string) => readFileSync(join(repo, path), 'utf8');
@@ -90,6 +91,14 @@ choices('given the served OpenAPI document, then no path carries a version, the 
   const list = await t.call('GET', '/api/locations');
   assert.is(list.status, 200, list.text);
   assert.match(list.headers.get('deprecation') ?? '', /^@\d+$/);
+});
+
+choices('given the served OpenAPI document, then a translator upload\'s code says what additionalDeviceUpdates holds', async ({ t }) => {
+  const code = ((await served(t)).components.schemas.TranslatorUpload.properties.code.description as string).replace(/\s+/g, ' ');
+  assert.match(code, /additionalDeviceUpdates/);
+  assert.match(code, /\{identifier, result\}/);
+  assert.ok(code.includes(`at most ${MAX_DEVICE_UPDATES.toLocaleString('en')}`), `names the cap of ${MAX_DEVICE_UPDATES}`);
+  assert.match(code, /`secret` of a device created by the same user as the gateway/);
 });
 
 choices.run();
