@@ -3642,6 +3642,17 @@ export interface components {
     };
     /** @description The resource's type, such as `dashboard`, `device`, `image` or `usergroup`. */
     ResourceType: string;
+    /**
+     * @description What a right lets its subject do with the resource (docs/access.md, Access rights):
+     * - `admin`: everything `write` allows, plus granting and revoking rights on the resource and listing them
+     *   (`GET /api/access-rights/resource/{id}`); for a usergroup, handing it to another owner (`PATCH` with `owner`).
+     * - `write`: change the resource and its parts, and delete it; implies `read`.
+     * - `read`: see the resource (GET, and it appears in lists).
+     * - `peek`: recorded and listed with the rights, but opens nothing: the resource does not appear in the
+     *   subject's lists and answers 404 like any resource the subject cannot see.
+     * A resource's creator holds all four. The `admin` role is not an object-check bypass: it passes every role
+     * check, but sees only resources it created or was given rights on.
+     */
     Scope: ("admin" | "write" | "read" | "peek")[];
     /**
      * @description `subjectId` is a user's UUID for `singleton` (alias `user`), a usergroup's 24-hex id for

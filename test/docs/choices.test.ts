@@ -11,12 +11,12 @@ import * as assert from 'uvu/assert';
 import { parse } from 'yaml';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { translator } from '../translators/given.js';
+import { givenUser } from '../users/given.js';
 import { MAX_DEVICE_UPDATES } from '../../sandbox/result.js';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 const read = (path: string) => readFileSync(join(repo, path), 'utf8');
 const openapi = parse(read('api/openapi.yaml')) as { info: { version: string; description: string }; components: { schemas: Record<string, any> } };
-
 const readme = read('README.md');
 
 interface Served {
@@ -99,6 +99,20 @@ choices('given the served OpenAPI document, then a translator upload\'s code say
   assert.match(code, /\{identifier, result\}/);
   assert.ok(code.includes(`at most ${MAX_DEVICE_UPDATES.toLocaleString('en')}`), `names the cap of ${MAX_DEVICE_UPDATES}`);
   assert.match(code, /`secret` of a device created by the same user as the gateway/);
+});
+
+choices('given a user who may only peek at a device, when it reads the device and the list, then it sees neither, as the Scope description says', async ({ t }) => {
+  const scope = ((await served(t)).components.schemas.Scope.description as string).replace(/\n  +/g, ' ');
+  for (const name of ['admin', 'write', 'read', 'peek']) assert.match(scope, new RegExp(`- \`${name}\`: `), `${name} has its powers`);
+  assert.match(scope, /`peek`: [^-]*404/);
+  const peeker = await givenUser(t, 'peeker', { attributes: { roles: ['viewerFull'] } });
+  const device = await t.call('POST', '/api/iotnodes', { body: { name: 'peeked at' } });
+  const right = await t.call('POST', '/api/access-rights', { body: { resourceType: 'device', resourceId: device.body._id, subjectType: 'user', subjectId: peeker.id, scope: ['peek'] } });
+  assert.ok(right.status < 300, right.text);
+  assert.is((await t.call('GET', `/api/iotnodes/${device.body._id}`, { token: peeker.token })).status, 404);
+  const list = await t.call('GET', '/api/iotnodes', { token: peeker.token });
+  assert.is(list.status, 200, list.text);
+  assert.not.ok(list.body.some((d: { _id: string }) => d._id === device.body._id));
 });
 
 choices.run();
