@@ -3,7 +3,7 @@ import type { Database } from '../projections/database.js';
 import { isUuid } from '../domain/shared/ids.js';
 import type { Deps } from './deps.js';
 import type { Principal } from './auth/principal.js';
-import { satisfies, type Need } from '../domain/access/scopes.js';
+import { GRANTS, satisfies, type Need } from '../domain/access/scopes.js';
 import { ForbiddenError, NotFoundError, type ValidationError } from '../domain/shared/errors.js';
 
 /**
@@ -65,9 +65,18 @@ export async function requireAccess(deps: Deps, principal: Principal, resourceId
  * Use it in list queries so access filtering happens in the database.
  */
 export function readableBy(principal: Principal, column: string): Expression<SqlBool> {
+  return held(principal, column, 'read');
+}
+
+/** A SQL condition: `column` (a resource id column) is writable by the principal (`write` or `admin`). */
+export function writableBy(principal: Principal, column: string): Expression<SqlBool> {
+  return held(principal, column, 'write');
+}
+
+function held(principal: Principal, column: string, need: Need): Expression<SqlBool> {
   return sql<SqlBool>`EXISTS (SELECT 1 FROM access_rights ar
     WHERE ar.resource_id = ${sql.ref(column)}
-      AND ar.scope && ARRAY['admin', 'write', 'read']::text[]
+      AND ar.scope && ${sql.raw(`ARRAY[${GRANTS[need].map((s) => `'${s}'`).join(', ')}]`)}::text[]
       AND ${heldBy(principal)})`;
 }
 

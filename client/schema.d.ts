@@ -728,6 +728,9 @@ export interface paths {
     /**
      * Duplicate the dashboard as `<name> (copy)`
      * @description Every widget is copied in the same layout; `title`, `description` and `headerSettings` are not kept. Needs write access to the original.
+     * The copy's name is `<name> (copy)` with the name as it is (spaces included) when that fits the 50-character limit
+     * of a name; a name of more than 43 characters (code points) is cut to its first 43, spaces left at the cut's end
+     * are dropped, and ` (copy)` is added.
      */
     post: {
       parameters: {
@@ -3644,6 +3647,17 @@ export interface components {
     };
     /** @description The resource's type, such as `dashboard`, `device`, `image` or `usergroup`. */
     ResourceType: string;
+    /**
+     * @description What a right lets its subject do with the resource (docs/access.md, Access rights):
+     * - `admin`: everything `write` allows, plus granting and revoking rights on the resource and listing them
+     *   (`GET /api/access-rights/resource/{id}`); for a usergroup, handing it to another owner (`PATCH` with `owner`).
+     * - `write`: change the resource and its parts, and delete it; implies `read`.
+     * - `read`: see the resource (GET, and it appears in lists).
+     * - `peek`: recorded and listed with the rights, but opens nothing: the resource does not appear in the
+     *   subject's lists and answers 404 like any resource the subject cannot see.
+     * A resource's creator holds all four. The `admin` role is not an object-check bypass: it passes every role
+     * check, but sees only resources it created or was given rights on.
+     */
     Scope: ("admin" | "write" | "read" | "peek")[];
     /**
      * @description `subjectId` is a user's UUID for `singleton` (alias `user`), a usergroup's 24-hex id for
@@ -3668,9 +3682,16 @@ export interface components {
       scope?: components["schemas"]["Scope"];
     };
     UsergroupName: string;
-    /** @description The creator becomes `owner`. `members` and `appFilter` are accepted and ignored; members are added through /members, the app filter is set through /app-filter. */
+    /**
+     * @description The creator becomes `owner`. `owner` may be sent, and must then be the caller's own id (422 otherwise, for
+     * admins too): a group is created owned by its creator and handed to another user afterwards with
+     * `PATCH /api/usergroups/{id} {owner}` (admin access to the group). `members` and `appFilter` are accepted and
+     * ignored; members are added through /members, the app filter is set through /app-filter.
+     */
     UsergroupCreate: {
       name: components["schemas"]["UsergroupName"];
+      /** @description The caller's own id, or left out. */
+      owner?: components["schemas"]["Uuid"];
       /** @description Ignored. */
       members?: unknown;
       /** @description Ignored. */
@@ -4179,7 +4200,7 @@ export interface components {
        */
       verticalAlignment?: "top" | "center" | "bottom";
       /**
-       * @description 10 to 100 as the contract says; whole numbers only and the default 100 are the platform's choice.
+       * @description 10 to 100 as the contract says, fractions included; the default 100 is the platform's choice.
        * @default 100
        */
       opacity?: number;
@@ -4272,8 +4293,9 @@ export interface components {
     };
     /**
      * @description An iotnode as a client writes it. The model is open: any further field is stored as a top-level field.
-     * `name` must not contain `~||~`. `connector` is an id or `{_id}`. `rabbitRouting` is internal: writing it is
-     * refused (422). `_id`, `createdAt`, `updatedAt` and `reportedAt` are maintained by the platform and ignored.
+     * `name` must not contain `~||~`. `connector` is an id or `{_id}`. `rabbitRouting` is internal: sent as read it is
+     * ignored, so a document read with GET can be PUT back; any other value is refused (422).
+     * `_id`, `createdAt`, `updatedAt` and `reportedAt` are maintained by the platform and ignored.
      * In a PUT, the given fields are set and the others kept; a field set to `null` is removed.
      */
     DeviceWrite: {
@@ -4341,6 +4363,7 @@ export interface components {
     CredentialsSetCreate: {
       /** @description Must not have the shape of a UUID: MQTT logins with a UUID username are user logins. */
       username: string;
+      /** @description At least 8 characters: a platform addition, the contract sets no length (docs/security.md, limits). */
       password: string;
     };
     CredentialsSet: {
@@ -4518,15 +4541,26 @@ export interface components {
       message: string;
     };
     /**
-     * @description A command to a device, handed to its integration. `integrationName` wins over the iotnode's connector; one
-     * of the two is required, and the connector must be of that integration (it holds the network server's
-     * address and credentials). The commands each integration takes, and the shape of their `data`, are listed
-     * by `GET /api/integrations`; an unknown command is 422 naming them.
+     * @description A command to a device, handed to its integration through a connector (which holds the network server's
+     * address and credentials). One of `integrationName` or the iotnode's own connector is required (422
+     * otherwise), and `integrationName` wins if both are given. The connector used:
+     * - `connectorId` when given: a connector the caller may write to, of `integrationName` when that is
+     *   given too (422 otherwise);
+     * - else the iotnode's own connector, when `integrationName` is absent or names its integration;
+     * - else the one connector of `integrationName` the caller may write to (422 when there is none, and 422
+     *   naming them when there are several: name one with `connectorId`, or set the iotnode's connector).
+     * The device is named at the network server by its own `devEui` (or network device id) whichever connector
+     * is used; queue events (`txack`, acknowledgements) come back only through the connector the iotnode is bound
+     * to, so through another one an item stays `queued` in `GET /api/iotnodes/{id}/downlinks`.
+     * The commands each integration takes, and the shape of their `data`, are listed by `GET /api/integrations`;
+     * an unknown command is 422 naming them.
      */
     DeviceCommand: {
       command: string;
       iotnodeId: components["schemas"]["Id"];
       integrationName?: components["schemas"]["Integration"];
+      /** @description Platform addition. The connector to send through, to choose among several of `integrationName`. */
+      connectorId?: components["schemas"]["Id"];
       data?: Record<string, unknown>;
     };
     /**
@@ -4551,7 +4585,9 @@ export interface components {
      * @description The generic form of the LoRa commands, for every LoRaWAN integration: `sendDownlink` queues
      * (`callData: {devEui, payload: {fPort, payloadHex}}`; with `object` instead of `payloadHex`, the device's
      * translator encodes it and the codec's port replaces `fPort`), `getDownlinks` reads the queue and `clearDownlinks`
-     * flushes it (`callData: {devEui}`). `devEui`, when given, must be the iotnode's own. A call the network
+     * flushes it (`callData: {devEui}`). `devEui`, when given, must be the iotnode's own; an iotnode without a
+     * stored `devEui` is addressed by it (it is not stored on the iotnode, so the network server's later events
+     * about a queued item reach it only once its `devEui` is set; without either, 422). A call the network
      * server's API has no operation for is 422 naming why: `getDownlinks` with LORIOT and ThingPark,
      * `clearDownlinks` with ThingPark.
      */
@@ -4792,6 +4828,14 @@ export interface components {
        * fPort})` returning `{bytes, fPort}`. When both `translate` and `decodeUplink` are defined, `translate`
        * decodes raw uplinks. Every call runs a fresh instance of the code: top-level variables start over and
        * nothing outlives the call.
+       * `translate` returns `{result?, additionalDeviceUpdates?}` and nothing else (another key fails the call,
+       * kind `result`). `result` is the device's decoded fields, checked against `spec`.
+       * `additionalDeviceUpdates` is a gateway's reports for other devices: a list of at most 1,000
+       * `{identifier, result}` (no other key), where `identifier` is a non-empty string, the `secret` of a device
+       * created by the same user as the gateway (for MQTT devices, the creator of the credentials set), and
+       * `result` (default `{}`) becomes that device's own report, checked against this translator's `spec`. An
+       * identifier that matches no such device is skipped with a `debug`/`system` log entry on the gateway; a
+       * list of another shape fails the call (kind `result`). See docs/translators.md, Decoding at ingest.
        */
       code: string;
       fieldMap?: components["schemas"]["FieldMap"];

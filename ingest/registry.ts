@@ -120,7 +120,10 @@ export class Registry {
   private channelsSeen = new Map<string, readonly ChannelInfo[]>();
   private connectors = new Map<string, ConnectorInfo>();
   private byNetworkKey = new Map<string, string>();
-  /** Each bound device's `connector`, `devEui` and `networkDeviceId`. */
+  /**
+   * Each device's `connector`, `devEui` and `networkDeviceId`, when it has any of them: a command names the
+   * device by its network names even when it goes through a connector the device is not bound to.
+   */
   private bindings = new Map<string, DeviceDoc>();
   private apps = new Map<string, AppInfo>();
   private appRevoked = new Set<(appId: string) => void>();
@@ -132,7 +135,7 @@ export class Registry {
       this.connectors.set(r.id, { id: r.id, integration: String(r.doc.integration), doc: r.doc, secrets: r.secrets, createdBy: r.created_by });
     }
     const bound = await sql<{ id: string; doc: DeviceDoc }>`SELECT id, jsonb_build_object('connector', doc->'connector', 'devEui', doc->'devEui', 'networkDeviceId', doc->'networkDeviceId') AS doc
-      FROM devices WHERE doc ? 'connector'`.execute(db);
+      FROM devices WHERE doc ?| array['connector', 'devEui', 'networkDeviceId']`.execute(db);
     for (const r of bound.rows) this.bindDevice(r.id, r.doc);
     for (const r of await db.selectFrom('apps').select(['id', 'secret_hash']).execute()) this.apps.set(r.id, { id: r.id, secretHash: r.secret_hash });
     for (const r of await db.selectFrom('credentials_sets').selectAll().execute()) {
@@ -361,7 +364,7 @@ export class Registry {
           }
           case 'DeviceRegistered':
             if (typeof e.data.doc.secret === 'string') this.putSecret(e.data.id, e.data.doc.secret);
-            if (e.data.doc.connector !== undefined) this.bindDevice(e.data.id, e.data.doc);
+            if (e.data.doc.connector !== undefined || e.data.doc.devEui !== undefined || e.data.doc.networkDeviceId !== undefined) this.bindDevice(e.data.id, e.data.doc);
             break;
           case 'DeviceUpdated': {
             if (typeof e.data.set.secret === 'string') this.putSecret(e.data.id, e.data.set.secret);

@@ -1,12 +1,13 @@
 import type { Deps } from '../deps.js';
-import { requireAccess } from '../access.js';
+import { sql } from 'kysely';
+import { requireAccess, requireReference, writableBy } from '../access.js';
 import type { Principal } from '../auth/principal.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { handle, type CommandContext, type Handled } from '../../domain/shared/decider.js';
 import { checkFPort, commandDecider, commandStream, requestOf, type CommandEvent, type CommandRequest, type CommandState } from '../../domain/commands/command.js';
 import { COMMANDS, INTEGRATIONS, isIntegration, type IntegrationName } from '../../domain/integrations/catalog.js';
 import { DEVICE_NOT_FOUND } from '../../domain/devices/device.js';
-import type { Registry } from '../../ingest/registry.js';
+import type { ConnectorInfo, Registry } from '../../ingest/registry.js';
 import { schemaChecks, type OpenApiDocument } from '../openapi.js';
 
 /** Encodes a downlink's object with the device's translator (its `encodeDownlink`). */
@@ -19,6 +20,8 @@ export interface DeviceCommandInput {
   command: string;
   iotnodeId: string;
   integrationName?: string;
+  /** The connector to send through, when the iotnode's own is not the one (several of `integrationName` to choose from). */
+  connectorId?: string;
   data?: Record<string, unknown>;
 }
 
@@ -28,6 +31,9 @@ export interface SentCommand {
   request: CommandRequest;
   handled: Handled<CommandState, CommandEvent>;
 }
+
+/** How many connectors a refusal names when the caller may use several. */
+const MAX_NAMED = 10;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -54,20 +60,60 @@ function objectToEncode(command: string, data: Record<string, unknown>): { objec
  */
 export function deviceCommands(deps: Deps, registry: Registry, openapi: OpenApiDocument, encoder: DownlinkEncoder) {
   const check = schemaChecks(openapi);
-  return async function send(principal: Principal, input: DeviceCommandInput, context: CommandContext, id: string): Promise<SentCommand> {
-    const { command, iotnodeId, integrationName, data = {} } = input;
-    await requireAccess(deps, principal, iotnodeId, 'write', DEVICE_NOT_FOUND);
-    const binding = registry.bindingOf(iotnodeId);
-    const connectorId = typeof binding.connector === 'string' ? binding.connector : null;
-    const connector = connectorId ? registry.connector(connectorId) : undefined;
-    if (integrationName === undefined && !connector) {
+
+  /**
+   * The connector a device command goes through. `connectorId` when given
+   * (a connector the caller may write to, of `integrationName` when that is
+   * given too); else the iotnode's own connector when `integrationName` is
+   * absent or names its integration; else, `integrationName` winning over
+   * the iotnode's connector, the one connector of that integration the caller
+   * may write to. None, or several without `connectorId`, is 422 naming why.
+   */
+  async function connectorFor(principal: Principal, input: DeviceCommandInput, own: ConnectorInfo | undefined): Promise<ConnectorInfo> {
+    const { integrationName, connectorId } = input;
+    if (integrationName !== undefined && !isIntegration(integrationName)) throw ValidationError.field('integrationName', `must be one of ${INTEGRATIONS.join(', ')}`);
+    if (connectorId !== undefined) {
+      const unusable = ValidationError.field('connectorId', 'does not reference a connector you may use');
+      await requireReference(deps, principal, connectorId, 'write', unusable);
+      const named = registry.connector(connectorId);
+      if (!named) throw unusable;
+      if (integrationName !== undefined && named.integration !== integrationName) {
+        throw ValidationError.field('connectorId', `names a ${named.integration} connector, not a ${integrationName} one`);
+      }
+      return named;
+    }
+    if (integrationName === undefined) {
+      if (own) return own;
       throw ValidationError.field('integrationName', "is required when the iotnode has no connector: give integrationName, or set the iotnode's connector");
     }
-    const integration = integrationName ?? connector!.integration;
-    if (!isIntegration(integration)) throw ValidationError.field('integrationName', `must be one of ${INTEGRATIONS.join(', ')}`);
-    if (!connector || connector.integration !== integration) {
-      throw ValidationError.field('integrationName', `${integration} needs the iotnode's connector to be a ${integration} connector; set the iotnode's connector`);
+    if (own?.integration === integrationName) return own;
+    const usable = await deps.db
+      .selectFrom('connectors')
+      .select('id')
+      .where(sql<string>`connectors.doc->>'integration'`, '=', integrationName)
+      .where(writableBy(principal, 'connectors.id'))
+      .orderBy('id')
+      .limit(MAX_NAMED + 1)
+      .execute();
+    const found = usable.map((r) => registry.connector(r.id)).filter((c): c is ConnectorInfo => c !== undefined);
+    const ownNote = own ? `the iotnode's connector is a ${own.integration} connector and ` : "the iotnode has no connector and ";
+    if (found.length === 0) {
+      throw ValidationError.field('integrationName', `${integrationName}: ${ownNote}you may use no ${integrationName} connector; create one, or set the iotnode's connector to one`);
     }
+    if (found.length > 1) {
+      const ids = found.slice(0, MAX_NAMED).map((c) => c.id).join(', ') + (found.length > MAX_NAMED ? ', …' : '');
+      throw ValidationError.field('integrationName', `${integrationName}: ${ownNote}you may use several ${integrationName} connectors (${ids}); name one with connectorId, or set the iotnode's connector to one`);
+    }
+    return found[0]!;
+  }
+
+  return async function send(principal: Principal, input: DeviceCommandInput, context: CommandContext, id: string): Promise<SentCommand> {
+    const { command, iotnodeId, data = {} } = input;
+    await requireAccess(deps, principal, iotnodeId, 'write', DEVICE_NOT_FOUND);
+    const binding = registry.bindingOf(iotnodeId);
+    const own = typeof binding.connector === 'string' ? registry.connector(binding.connector) : undefined;
+    const connector = await connectorFor(principal, input, own);
+    const integration = connector.integration as IntegrationName;
     const spec = COMMANDS[integration][command];
     if (spec && spec.target !== 'device') throw ValidationError.field('command', `${command} is a connector command: send it with PUT /api/connectors/command`);
     if (spec) check(spec.dataSchema, data, 'data');

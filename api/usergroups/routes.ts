@@ -27,10 +27,15 @@ export function usergroupRoutes(deps: Deps): Router {
   const router = Router();
 
   // `members` and `appFilter` in the body are accepted and ignored: they are managed through their own endpoints.
+  // `owner` (the contract lists it) is the creator: accepted when it names the caller, refused otherwise, for
+  // admins too; a group changes owner afterwards, by PATCH, with admin access to it.
   router.post('/api/usergroups', async (req, res) => {
-    const { name } = req.body as { name: string };
+    const { name, owner } = req.body as { name: string; owner?: string };
     const id = newResourceId();
     const context = requestContext(deps, req);
+    if (owner !== undefined && owner.toLowerCase() !== context.actor.toLowerCase()) {
+      throw ValidationError.field('owner', 'must be you, the creator: a usergroup is created owned by its creator; hand it over afterwards with PATCH /api/usergroups/{id} {owner}');
+    }
     await write(deps, context, usergroupStream(id), usergroupDecider, { type: 'CreateUsergroup', id, name, createdBy: context.actor, at: context.now });
     res.status(201).json(toGroup(await selectGroup(deps, id)));
   });

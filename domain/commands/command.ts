@@ -119,12 +119,17 @@ export function downlinkOf(command: string, data: Record<string, unknown>, encod
   return downlink;
 }
 
-/** The DevEUI a generic call names, checked against the device's own. */
-export function checkCallDevEui(data: Record<string, unknown>, devEui: string | null): void {
+/**
+ * The DevEUI a generic call names (lower case), or null: checked against the
+ * device's own when it has one; the address of the call when it has none.
+ */
+export function checkCallDevEui(data: Record<string, unknown>, devEui: string | null): string | null {
   const callData = isRecord(data.callData) ? data.callData : {};
-  if (callData.devEui === undefined) return;
+  if (callData.devEui === undefined) return null;
   if (typeof callData.devEui !== 'string' || !DEV_EUI.test(callData.devEui)) throw ValidationError.field('data.callData.devEui', 'must be 16 hexadecimal digits');
-  if (devEui !== null && normalizeDevEui(callData.devEui) !== devEui) throw ValidationError.field('data.callData.devEui', "must be the iotnode's own devEui");
+  const named = normalizeDevEui(callData.devEui);
+  if (devEui !== null && named !== devEui) throw ValidationError.field('data.callData.devEui', "must be the iotnode's own devEui");
+  return named;
 }
 
 /** The request a command becomes: its kind, its downlink or message, checked. */
@@ -140,15 +145,17 @@ export function requestOf(input: Omit<CommandRequest, 'kind' | 'downlink' | 'pub
     const call = input.command === API_CALL;
     throw ValidationError.field(call ? 'data.callName' : 'command', `${call ? String(input.data.callName) : input.command} is not available with the ${input.integration} integration: ${unavailable}`);
   }
-  const request: CommandRequest = { ...input, kind };
-  if (input.command === API_CALL) checkCallDevEui(input.data, input.devEui);
+  // A generic call names the device's DevEUI: a device that has none stored is addressed by it.
+  const generic = input.command === API_CALL;
+  const named = generic ? checkCallDevEui(input.data, input.devEui) : null;
+  const request: CommandRequest = { ...input, devEui: input.devEui ?? named, kind };
   if (kind === 'queue') request.downlink = downlinkOf(input.command, input.data, extra.encoded);
   if (kind === 'publish') {
     if (!extra.publishTopic) throw ValidationError.field('connectorId', 'has no topic to publish to');
     request.publish = { topic: extra.publishTopic, message: String(input.data.message ?? '') };
   }
-  if ((kind === 'queue' || kind === 'read' || kind === 'flush') && input.devEui === null && input.networkDeviceId === null) {
-    throw ValidationError.field('iotnodeId', `names an iotnode without a devEui; set its devEui (16 hexadecimal digits) to send ${input.integration} commands`);
+  if ((kind === 'queue' || kind === 'read' || kind === 'flush') && request.devEui === null && request.networkDeviceId === null) {
+    throw ValidationError.field('iotnodeId', `names an iotnode without a devEui; set its devEui (16 hexadecimal digits)${generic ? ' or give data.callData.devEui' : ''} to send ${input.integration} commands`);
   }
   return request;
 }

@@ -45,13 +45,17 @@ export const MAX_WIDGETS = 500;
 export const NAME_MAX = 50;
 
 /**
- * A duplicate's name, `<name> (copy)`, within NAME_MAX: the source name is
- * cut first (by code points, as the document's `maxLength` counts), so a copy
- * can be exported, imported and renamed like any dashboard.
+ * A duplicate's name, `<name> (copy)`, within NAME_MAX, so a copy can be
+ * exported, imported and renamed like any dashboard. A name that fits is kept
+ * as it is, spaces and all; a longer one is cut first to NAME_MAX minus the
+ * suffix (by code points, as the document's `maxLength` counts) and loses the
+ * spaces the cut leaves at its end.
  */
 export function copyName(name: string): string {
   const suffix = ' (copy)';
-  return [...name].slice(0, NAME_MAX - suffix.length).join('').trimEnd() + suffix;
+  const points = [...name];
+  const room = NAME_MAX - suffix.length;
+  return (points.length <= room ? name : points.slice(0, room).join('').trimEnd()) + suffix;
 }
 
 /** Where an added widget lands: the left edge, below everything (the grid packs it upwards). */

@@ -135,13 +135,17 @@ function checkConnector(value: unknown): string | null {
 
 /**
  * Checks and normalises the fields a client writes. `null` removes a field
- * (except `name`, which is required).
+ * (except `name`, which is required). The platform's own fields are ignored,
+ * so a document read with GET can be written back; `rabbitRouting` only when
+ * it equals the value the platform keeps (`kept`), any other is refused.
  */
-export function clientFields(fields: DeviceDoc, creating: boolean): { set: DeviceDoc; unset: string[] } {
+export function clientFields(fields: DeviceDoc, creating: boolean, kept: DeviceDoc = {}): { set: DeviceDoc; unset: string[] } {
   const set: DeviceDoc = {};
   const unset: string[] = [];
   for (const [key, value] of Object.entries(fields)) {
-    if (key === 'rabbitRouting') throw ValidationError.field('rabbitRouting', 'is internal and cannot be written');
+    if (key === 'rabbitRouting' && (kept.rabbitRouting === undefined || !jsonEqual(value, kept.rabbitRouting))) {
+      throw ValidationError.field('rabbitRouting', 'is internal and cannot be changed; send it as read, or leave it out');
+    }
     if (SYSTEM_FIELDS.has(key)) continue;
     if (value === null && key !== 'name') {
       if (!creating) unset.push(key);
@@ -316,8 +320,9 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
   decide(command, state) {
     if (command.type === 'RegisterDevice') {
       if (state.status !== 'none') throw new ConflictError(`Iotnode ${command.id} already exists`);
-      const { set } = clientFields(command.fields, true);
-      const doc = { ...set, rabbitRouting: rabbitRouting(command.id) };
+      const routing = rabbitRouting(command.id);
+      const { set } = clientFields(command.fields, true, { rabbitRouting: routing });
+      const doc = { ...set, rabbitRouting: routing };
       return [{ type: 'DeviceRegistered', data: { id: command.id, createdBy: command.createdBy, doc, at: command.at } }];
     }
     if (state.status !== 'active') throw new NotFoundError(DEVICE_NOT_FOUND);
@@ -325,7 +330,7 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
       case 'ReportDevice':
         return decideReport(command).events;
       case 'UpdateDevice': {
-        const { set, unset } = clientFields(command.fields, false);
+        const { set, unset } = clientFields(command.fields, false, state.doc);
         const present = unset.filter((k) => k in state.doc);
         const changed = Object.entries(set).some(([k, v]) => !jsonEqual(state.doc[k], v));
         if (!changed && present.length === 0) return [];

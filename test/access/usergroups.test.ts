@@ -37,12 +37,24 @@ groups('when the name has 2 or 60 characters, then it is accepted; 1, 61, a numb
     [{ name: 'x'.repeat(61) }, 'name'],
     [{ name: 42 }, 'name'],
     [{ name: '  ' }, 'name'],
-    [{ name: 'ok', owner: owner.id }, 'owner'],
     [{}, 'name'],
   ] as const) {
     const res = await create(t, owner.token, body);
     assert.is(res.status, 422, `${JSON.stringify(body)}: ${res.text}`);
     assert.match(res.text, new RegExp(`^ERR - .*${field}`));
+  }
+  assert.is(await eventCount(t), before);
+});
+
+groups('when a create names the caller as owner, then 201 owned by the caller; another user as owner, then 422 saying so and nothing is written', async ({ t, owner, other }) => {
+  const mine = await create(t, owner.token, { name: 'Owned team', owner: owner.id.toUpperCase() });
+  assert.is(mine.status, 201, mine.text);
+  assert.is(mine.body.owner, owner.id);
+  const before = await eventCount(t);
+  for (const body of [{ name: 'Given away', owner: other.id }, { name: 'Nobody', owner: '00000000-0000-4000-8000-000000000000' }]) {
+    const res = await create(t, owner.token, body);
+    assert.is(res.status, 422, `${JSON.stringify(body)}: ${res.text}`);
+    assert.match(res.text, /^ERR - owner must be you, the creator: a usergroup is created owned by its creator; hand it over afterwards with PATCH \/api\/usergroups\/\{id\} \{owner\}/);
   }
   assert.is(await eventCount(t), before);
 });

@@ -293,6 +293,14 @@ api('when a dashboard is duplicated, then the copy is named "<name> (copy)", kee
   });
 });
 
+api('given a dashboard whose name ends in spaces, when it is duplicated, then the copy keeps them: "<name> (copy)" exactly', async ({ t }) => {
+  const d = await givenDashboard(t, { name: 'My board ', widgets: [] });
+  const res = await t.call('POST', `/api/dashboards/${d._id}/duplicate`);
+  assert.is(res.status, 201, res.text);
+  assert.is(res.body.name, 'My board  (copy)');
+  assert.is((await getDashboard(t, res.body._id)).name, 'My board  (copy)');
+});
+
 api('when a widget is duplicated, then the copy has the same settings, size and place on the same dashboard', async ({ t }) => {
   const d = await givenDashboard(t, { name: 'P', widgets: [{ x: 2, y: 3, width: 4, height: 5, template: 'geomap', settings: TEMPLATES.geomap!.minimal }] });
   const source = d.widgets[0];

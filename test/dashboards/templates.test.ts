@@ -151,6 +151,16 @@ templates('when a range limit is crossed, then 422 names the setting and the lim
   for (const [template, change] of limits) assert.is(await judge(t, dashboardId, template, change), 'ok', `${template} ${JSON.stringify(change)}`);
 });
 
+templates('given a text widget, when its opacity is any number from 10 to 100, fractions too, then it is stored as given; just outside, then 422', async ({ t, dashboardId }) => {
+  for (const opacity of [10.5, 50.25, 99.9]) {
+    const res = await add(t, dashboardId, 'text', { ...TEMPLATES.text!.minimal, opacity });
+    assert.is(res.status, 201, `${opacity}: ${res.text}`);
+    assert.is(res.body.settings.opacity, opacity);
+  }
+  assert.is(await judge(t, dashboardId, 'text', { opacity: 9.99 }), '422 ERR - settings.opacity must be at least 10');
+  assert.is(await judge(t, dashboardId, 'text', { opacity: 100.01 }), '422 ERR - settings.opacity must be at most 100');
+});
+
 templates('when an enumerated setting has a value outside its list, then 422 lists the allowed values', async ({ t, dashboardId }) => {
   assert.is(await judge(t, dashboardId, 'deviceValue', { display: 'dial' }), '422 ERR - settings.display must be one of text, circle, bar, gauge');
   assert.is(await judge(t, dashboardId, 'image', { verticalAlignment: 'up' }), '422 ERR - settings.verticalAlignment must be one of upp, center, low');

@@ -64,6 +64,19 @@ devices('when rabbitRouting is written, then 422 and nothing changes', async ({ 
   assert.is(again.status, 422);
 });
 
+devices('given an iotnode read with GET, when the same document is PUT back with one field changed, then 200, rabbitRouting kept as it was', async ({ t }) => {
+  const created = await t.call('POST', '/api/iotnodes', { body: { name: 'Round trip', setpoint: 19 } });
+  assert.is(created.status, 201, created.text);
+  const read = await t.call('GET', `/api/iotnodes/${created.body._id}`);
+  const res = await t.call('PUT', `/api/iotnodes/${created.body._id}`, { body: { ...read.body, setpoint: 20 } });
+  assert.is(res.status, 200, res.text);
+  assert.is(res.body.setpoint, 20);
+  assert.equal(res.body.rabbitRouting, read.body.rabbitRouting);
+  const changed = await t.call('PUT', `/api/iotnodes/${created.body._id}`, { body: { ...read.body, rabbitRouting: { ...read.body.rabbitRouting, routingKey: 'elsewhere' } } });
+  assert.is(changed.status, 422, changed.text);
+  assert.match(changed.text, /^ERR - rabbitRouting is internal and cannot be changed/);
+});
+
 devices('when connector is given as {_id}, then it is stored as the id', async ({ t }) => {
   const connector = 'aaaaaaaaaaaaaaaaaaaaaaaa';
   const res = await t.call('POST', '/api/iotnodes', { body: { name: 'C', connector: { _id: connector } } });
