@@ -80,7 +80,10 @@ const HELD_BACK_SECONDS = 5;
 const HORIZON_CHECK_MS = 5000;
 
 export interface Platform {
+  /** What ingest, the read models and the reactors are built from. */
   deps: Deps;
+  /** What the HTTP routes are built from: `deps` with the HTTP front's own database connections (`PoolBounds`). */
+  served: Deps;
   /** The HTTP address actually bound (PORT=0 picks a free port). */
   httpPort: number;
   /** The MQTT address actually bound (MQTT_PORT=0 picks a free port). */
@@ -434,7 +437,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const httpPort = (server.address() as AddressInfo).port;
     log.info({ port: httpPort }, 'HTTP listening');
 
-    return { deps, httpPort, mqttPort: broker.port, mqttTlsPort: broker.tlsPort, translation, stop: stopAll };
+    return { deps, served, httpPort, mqttPort: broker.port, mqttTlsPort: broker.tlsPort, translation, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

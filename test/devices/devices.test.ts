@@ -169,7 +169,8 @@ devices('when a client writes an assetList naming no device (a 3,000-character a
 });
 
 devices('given a device with 400 reports, when it is updated, then only the events after its read-model row are read, and the update decides on the reported values', async ({ t }) => {
-  const { store } = t.platform.deps;
+  // The store as the routes read it.
+  const { store } = t.platform.served;
   const id = (await t.call('POST', '/api/iotnodes', { body: { name: 'Chatty', setpoint: 18 } })).body._id as string;
   for (let i = 0; i < 400; i++) {
     const event: DeviceEvent = { type: 'DeviceReported', data: { id, topic: 'svc/generic/v2/chatty', path: [], payload: { n: i, setpoint: 20 + (i % 3) }, reportedAt: new Date(Date.UTC(2024, 0, 1, 0, 0, i)).toISOString() } };
