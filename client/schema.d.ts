@@ -2229,7 +2229,9 @@ export interface paths {
      * longest ago leave. Changes of the devices are then published at QoS 1 on
      * `svc/output/v2/<userId>/iotnode/<iotnodeId>` as `{iotnode, diff, event}`, for a client logged in to MQTT with
      * its user id and access token. 201 when the channel was created by this call, 200 otherwise. The group and
-     * the channel are two writes; a group left without its channel is completed by the next call.
+     * the channel are two writes; a group left without its channel is completed by the next call. Their ids are
+     * derived from the caller, so concurrent first calls share one group and one channel, and devices added by
+     * concurrent calls all join.
      */
     post: {
       requestBody: {
