@@ -2169,8 +2169,9 @@ export interface paths {
     /**
      * Ingest a raw uplink over HTTP (needs write access to the device)
      * @description The HTTP twin of publishing `{encodedData: {hexEncoded, port}}` on the device's reserved topic: decoded by
-     * the device's translators and stored as one report. Answers 200 with the device once the report is stored
-     * and visible. A failing hardware decoder still stores the report undecoded (with `encodedData`) and logs a
+     * the device's translators and stored as one report. A gateway's reports for its sub-devices
+     * (`additionalDeviceUpdates`) are stored with it, all or none. Answers 200 with the device once the report is
+     * stored and visible; 503 when it is stored and not visible yet. A failing hardware decoder still stores the report undecoded (with `encodedData`) and logs a
      * `debug`/`system` entry on the device, kept 6 hours; see `GET /api/logs?resourceId=<id>`.
      */
     post: {
