@@ -1,6 +1,8 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { sql } from 'kysely';
+import { pino } from 'pino';
+import { rebuild } from '../../projections/rebuild.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventually } from '../ingest/support.js';
 
@@ -63,6 +65,18 @@ deletion('given an image, when it is deleted, then 204 and its bytes are gone', 
   const id = await uploaded(t);
   assert.is((await t.call('DELETE', `/api/images/${id}`)).status, 204);
   assert.is(await blobsOf(t, id), 0);
+});
+
+deletion('given bytes a deletion left behind before the projection removed them, when the images read model is rebuilt, then they are gone, and a live image keeps its own', async ({ t }) => {
+  const deleted = await uploaded(t);
+  const kept = await uploaded(t);
+  const [bytes] = await t.platform.deps.db.selectFrom('image_blobs').selectAll().where('image_id', '=', deleted).execute();
+  assert.is((await t.call('DELETE', `/api/images/${deleted}`)).status, 204);
+  // What a deletion stored by an earlier version, which removed the bytes after its event, could leave.
+  await t.platform.deps.db.insertInto('image_blobs').values({ image_id: deleted, sha256: bytes!.sha256, bytes: bytes!.bytes }).execute();
+  await rebuild(t.platform.deps.store, t.platform.deps.db, pino({ level: 'silent' }), { names: ['images'] });
+  assert.equal([await blobsOf(t, deleted), await blobsOf(t, kept)], [0, 1]);
+  assert.is((await fetch(`${t.baseUrl}/api/images/${kept}`, { headers: { authorization: `Bearer ${t.adminToken}` } })).status, 200);
 });
 
 deletion.run();
