@@ -2177,8 +2177,9 @@ export interface paths {
     /**
      * Ingest a raw uplink over HTTP (needs write access to the device)
      * @description The HTTP twin of publishing `{encodedData: {hexEncoded, port}}` on the device's reserved topic: decoded by
-     * the device's translators and stored as one report. Answers 200 with the device once the report is stored
-     * and visible. A failing hardware decoder still stores the report undecoded (with `encodedData`) and logs a
+     * the device's translators and stored as one report. A gateway's reports for its sub-devices
+     * (`additionalDeviceUpdates`) are stored with it, all or none. Answers 200 with the device once the report is
+     * stored and visible; 503 when it is stored and not visible yet. A failing hardware decoder still stores the report undecoded (with `encodedData`) and logs a
      * `debug`/`system` entry on the device, kept 6 hours; see `GET /api/logs?resourceId=<id>`.
      */
     post: {
@@ -2237,7 +2238,9 @@ export interface paths {
      * longest ago leave. Changes of the devices are then published at QoS 1 on
      * `svc/output/v2/<userId>/iotnode/<iotnodeId>` as `{iotnode, diff, event}`, for a client logged in to MQTT with
      * its user id and access token. 201 when the channel was created by this call, 200 otherwise. The group and
-     * the channel are two writes; a group left without its channel is completed by the next call.
+     * the channel are two writes; a group left without its channel is completed by the next call. Their ids are
+     * derived from the caller, so concurrent first calls share one group and one channel, and devices added by
+     * concurrent calls all join.
      */
     post: {
       requestBody: {

@@ -7,7 +7,7 @@ import type { NewEvent } from '../domain/shared/events.js';
 import { newEventId, newResourceId } from '../domain/shared/ids.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
 import { toNewEvent } from '../domain/shared/decider.js';
-import { connectorRegistration, decideReport, deviceStream, mqttRegistration, type DeviceDoc } from '../domain/devices/device.js';
+import { connectorRegistration, decideUplink, deviceStream, mqttRegistration, type DeviceDoc } from '../domain/devices/device.js';
 import { accessDecider, accessStream } from '../domain/access/rights.js';
 import type { Scope } from '../domain/access/scopes.js';
 import type { Database } from '../projections/database.js';
@@ -466,7 +466,7 @@ export class IngestPipeline {
       const decoding = path.length > 0 ? null : m.ahead?.deviceId === deviceId ? m.ahead.decoding : this.decoder?.decode(deviceId, m.payload, m.receivedAt);
       const decoded = decoding ? await decoding : null;
       if (decoded) this.decoder!.settled(decoded);
-      const report = decideReport({ type: 'ReportDevice', id: deviceId, source: m.topic, path, payload: decoded?.payload ?? m.payload, reportedAt: m.receivedAt });
+      const report = decideUplink({ type: 'ReportDevice', id: deviceId, source: m.topic, path, payload: decoded?.payload ?? m.payload, updates: decoded?.updates ?? [], reportedAt: m.receivedAt });
       if (report.ignored.length) {
         this.logs.write({
           resourceId: deviceId,
@@ -477,12 +477,7 @@ export class IngestPipeline {
           message: `Reported fields ${report.ignored.join(', ')} were ignored: they are set by the platform or through the REST API, or lnglat is not a GeoJSON Point`,
         }, 'ignored fields');
       }
-      for (const event of report.events) add(deviceStream(deviceId), toNewEvent(event, context, newEventId()));
-      for (const u of decoded?.updates ?? []) {
-        for (const event of decideReport({ type: 'ReportDevice', id: u.deviceId, source: m.topic, path: [], payload: u.payload, reportedAt: m.receivedAt }).events) {
-          add(deviceStream(u.deviceId), toNewEvent(event, context, newEventId()));
-        }
-      }
+      for (const a of report.appends) for (const event of a.events) add(a.streamId, toNewEvent(event, context, newEventId()));
     } catch (err) {
       if (created) this.forgetCreated(created.deviceId);
       throw err;

@@ -20,6 +20,7 @@ import * as analytics from './0052_analytics.js';
 import * as historyPerReport from './0053_history_per_report.js';
 import * as usernameKey from './0054_username_key.js';
 import * as userTokenVersion from './0055_user_token_version.js';
+import * as commandOutcomes from './0056_command_outcomes.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -47,6 +48,7 @@ export const migrations: Record<string, Migration> = {
   '0053_history_per_report': historyPerReport,
   '0054_username_key': usernameKey,
   '0055_user_token_version': userTokenVersion,
+  '0056_command_outcomes': commandOutcomes,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

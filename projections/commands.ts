@@ -27,9 +27,18 @@ export interface CommandsTable {
   revision: number;
 }
 
+/** The command each downlink outcome event was recorded on, by the event's id: a network server's report delivered again is found by it. */
+export interface CommandOutcomesTable {
+  id: string;
+  command_id: string;
+}
+
 export interface CommandsTables {
   commands: CommandsTable;
+  command_outcomes: CommandOutcomesTable;
 }
+
+const OUTCOME_EVENTS = new Set(['DownlinkSent', 'DownlinkAcked', 'DownlinkFailed', 'DownlinkFlushed']);
 
 const COMMAND_EVENTS = new Set(['CommandRequested', 'CommandAccepted', 'CommandRefused', 'CommandAttemptFailed', 'DownlinkSent', 'DownlinkAcked', 'DownlinkFailed', 'DownlinkFlushed']);
 
@@ -65,11 +74,12 @@ function rowOf(state: Exclude<CommandState, { status: 'none' }>, event: Recorded
  * Commands and the downlink queue, folded with the command decider's own
  * `evolve`, so the read model and the write side agree on every status. Each
  * row carries its stream revision, so an event
- * applied twice changes nothing.
+ * applied twice changes nothing. Each downlink outcome's event id names its
+ * command in `command_outcomes`.
  */
 export const commandsProjection: Projection = {
   name: 'commands',
-  tables: ['commands'],
+  tables: ['commands', 'command_outcomes'],
   async apply(tx: Transaction<Database>, batch: RecordedEvent[]) {
     for (const e of batch) {
       if (!COMMAND_EVENTS.has(e.type)) continue;
@@ -104,6 +114,7 @@ export const commandsProjection: Projection = {
           .execute();
         continue;
       }
+      if (OUTCOME_EVENTS.has(event.type)) await tx.insertInto('command_outcomes').values({ id: event.id, command_id: event.data.id }).onConflict((oc) => oc.column('id').doNothing()).execute();
       const current = await tx.selectFrom('commands').selectAll().where('id', '=', event.data.id).forUpdate().executeTakeFirst();
       if (!current || current.revision >= event.revision) continue;
       // The command's state as the decider sees it, from the row: enough for the status transitions.

@@ -16,7 +16,13 @@ export interface ImagesTable {
   created_at: Date;
 }
 
-/** Image bytes: written by the upload before its event, removed after the deletion event; not a read model, so a rebuild keeps it. */
+/**
+ * Image bytes: written by the upload before its event, removed by the images
+ * projection as it applies the deletion event, in the same transaction, so no
+ * answer of the request (a 503, a crash) can leave them. Not a read model: a
+ * rebuild keeps the table, and its replay of the deletions removes bytes that
+ * deletions before this rule left.
+ */
 export interface ImageBlobsTable {
   image_id: string;
   sha256: string;
@@ -55,6 +61,8 @@ export const imagesProjection: Projection = {
           .execute();
       } else {
         await tx.deleteFrom('images').where('id', '=', event.data.id).where('revision', '<', event.revision).execute();
+        // The bytes go with the stored deletion: image ids are never used again, so applying it twice changes nothing.
+        await tx.deleteFrom('image_blobs').where('image_id', '=', event.data.id).execute();
       }
     }
   },

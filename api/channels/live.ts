@@ -5,14 +5,39 @@ import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy } from '../access.js';
 import type { Principal } from '../auth/principal.js';
-import { newResourceId } from '../../domain/shared/ids.js';
-import { channelDecider, channelStream } from '../../domain/channels/channel.js';
-import { deviceGroupDecider, deviceGroupStream } from '../../domain/devicegroups/deviceGroup.js';
+import { derivedResourceId } from '../../domain/shared/ids.js';
+import { NotFoundError } from '../../domain/shared/errors.js';
+import { channelDecider, channelStream, type ChannelCommand } from '../../domain/channels/channel.js';
+import { deviceGroupDecider, deviceGroupStream, type DeviceGroupCommand } from '../../domain/devicegroups/deviceGroup.js';
 
 /** The name that marks a user's live channel and its device group among the user's own. */
 export const LIVE_NAME = 'live data (control panel)';
 /** The most devices a live channel carries; past it the devices added longest ago leave. */
 export const LIVE_MAX_DEVICES = 1000;
+
+/** Re-decisions of a live write that lost a race with another (concurrent adds of one user's panel tabs). */
+const RETRIES = 8;
+
+/**
+ * The ids to try, in order: `known` (what the read model shows) first, then
+ * ids derived from `parts`, each next one derived from the one before, for
+ * when the one before was deleted. Concurrent first calls derive the same id
+ * and so converge on one group and one channel.
+ */
+function* candidates(known: string | null, parts: string[]): Generator<string> {
+  if (known) yield known;
+  for (let id = derivedResourceId('live', ...parts); ; id = derivedResourceId('live', ...parts, id)) yield id;
+}
+
+/** Null when the stream holds a deleted (or, for a group, renamed) resource: the caller tries its next id. */
+async function nextIfGone<T>(attempt: () => Promise<T>): Promise<T | null> {
+  try {
+    return await attempt();
+  } catch (error) {
+    if (error instanceof NotFoundError) return null;
+    throw error;
+  }
+}
 
 interface Live {
   channelId: string;
@@ -31,9 +56,10 @@ export function liveChannelRoutes(deps: Deps): Router {
   const router = Router();
 
   /**
-   * The user's live device group and its channel. They are created one after
-   * the other; a group left without its channel (a crash in between) is found
-   * here and completed by the next call, never duplicated.
+   * The user's live device group and its channel, as the read models show
+   * them. They are created one after the other, under ids derived from the
+   * user (`candidates`); a group left without its channel (a crash in between)
+   * is completed by the next call, never duplicated.
    */
   const find = async (principal: Principal): Promise<{ groupId: string | null; channelId: string | null; devices: string[] }> => {
     const group = await deps.db
@@ -81,27 +107,36 @@ export function liveChannelRoutes(deps: Deps): Router {
     const refused = wanted.filter((id) => !readable.has(id));
     const context = requestContext(deps, req);
     const live = await find(principal);
-    const created = !live.channelId;
-    let groupId = live.groupId;
-    let devices = live.devices;
-    if (!groupId) {
-      groupId = newResourceId();
-      devices = [...readable].slice(-LIVE_MAX_DEVICES);
-      await write(deps, context, deviceGroupStream(groupId), deviceGroupDecider, { type: 'CreateDeviceGroup', id: groupId, name: LIVE_NAME, devices, createdBy: principal.id, at: context.now });
-    } else {
-      const added = [...readable].filter((id) => !devices.includes(id));
-      if (added.length) {
-        devices = [...devices, ...added].slice(-LIVE_MAX_DEVICES);
-        await write(deps, context, deviceGroupStream(groupId), deviceGroupDecider, { type: 'UpdateDeviceGroup', id: groupId, devices, at: context.now }, { retries: 3 });
-      }
+
+    // The group: the one the read model knows, else the user's own derived one, so concurrent first calls
+    // create one group. The devices are added on the group's stream, where a writer that lost a race decides again.
+    let group: { id: string; devices: string[] } | null = null;
+    for (const groupId of candidates(live.groupId, ['devicegroup', principal.id])) {
+      const command: DeviceGroupCommand = {
+        type: 'AddDevices',
+        id: groupId,
+        devices: [...readable],
+        keepAtMost: LIVE_MAX_DEVICES,
+        create: { name: LIVE_NAME, createdBy: principal.id },
+        at: context.now,
+      };
+      const handled = await nextIfGone(() => write(deps, context, deviceGroupStream(groupId), deviceGroupDecider, command, { retries: RETRIES }));
+      if (handled?.state.status === 'active') group = { id: groupId, devices: handled.state.devices };
+      if (group) break;
     }
-    let channelId = live.channelId;
-    if (!channelId) {
-      channelId = newResourceId();
-      const body = { name: LIVE_NAME, deviceGroup: groupId, mqtt: { type: 'keycloakUser' as const, recipient: principal.id } };
-      await write(deps, context, channelStream(channelId), channelDecider, { type: 'CreateChannel', id: channelId, createdBy: principal.id, body, at: context.now });
+
+    // The channel on it: the one the read model knows, else one derived from the user and the group.
+    let channel: { id: string; created: boolean } | null = null;
+    const body = { name: LIVE_NAME, deviceGroup: group!.id, mqtt: { type: 'keycloakUser' as const, recipient: principal.id } };
+    for (const channelId of candidates(live.groupId === group!.id ? live.channelId : null, ['channel', principal.id, group!.id])) {
+      const command: ChannelCommand = { type: 'CreateChannel', id: channelId, createdBy: principal.id, body, once: true, at: context.now };
+      const handled = await nextIfGone(() => write(deps, context, channelStream(channelId), channelDecider, command, { retries: RETRIES }));
+      // A derived channel whose recipient was replaced since is no longer the user's live channel.
+      const state = handled?.state;
+      if (state?.status === 'active' && (state.doc.mqtt as { recipient?: string } | undefined)?.recipient === principal.id) channel = { id: channelId, created: handled!.events.length > 0 };
+      if (channel) break;
     }
-    res.status(created ? 201 : 200).json(present(principal, { channelId, deviceGroupId: groupId, devices }, refused));
+    res.status(channel!.created ? 201 : 200).json(present(principal, { channelId: channel!.id, deviceGroupId: group!.id, devices: group!.devices }, refused));
   });
 
   return router;

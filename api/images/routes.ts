@@ -122,8 +122,8 @@ export function imageRoutes(deps: Deps): Router {
     const id = req.params.imageId!;
     await requireAccess(deps, principalOf(req), id, 'write', 'Image not found');
     const context = requestContext(deps, req);
+    // The images projection removes the bytes as it applies the stored ImageDeleted, before this write answers.
     await write(deps, context, imageStream(id), imageDecider, { type: 'DeleteImage', at: context.now });
-    await deps.db.deleteFrom('image_blobs').where('image_id', '=', id).execute();
     res.status(204).end();
   });
 

@@ -10,6 +10,7 @@ import { moduleOfWebhook } from '../../reactors/integrations/index.js';
 import type { DownlinkMatch, InboundEvent } from '../../reactors/integrations/types.js';
 import type { DirectCall, DirectRoute } from '../direct.js';
 import { storable } from '../../domain/shared/time.js';
+import { derivedId } from '../../domain/shared/ids.js';
 
 const sha256 = (text: string) => hash('sha256', text, 'buffer');
 
@@ -122,6 +123,15 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
         case 'downlinkSent':
         case 'downlinkAcked':
         case 'downlinkFailed': {
+          const context = { actor: `connector:${connector.id}`, correlationId: call.id, now };
+          // Derived from the network server's report, so a report delivered again is the same event, found recorded
+          // (in the read model, or on a candidate's stream while the read model has yet to show it) instead of moving
+          // the next command that matches: recorded once, answered as the first delivery was.
+          const outcomeId = event.messageId ? derivedId('downlink outcome', connector.id, event.type, event.messageId) : undefined;
+          if (outcomeId && (await deps.db.selectFrom('command_outcomes').select('id').where('id', '=', outcomeId).executeTakeFirst())) {
+            stored++;
+            break;
+          }
           // A command id the network server carries back must still name a command of this connector.
           const mine = deps.db.selectFrom('commands').select('id').where('connector_id', '=', connector.id);
           const candidates = event.commandId
@@ -131,7 +141,6 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
               : event.match
                 ? await downlinksMatching(deps, connector.id, deviceId, event.match)
                 : [];
-          const context = { actor: `connector:${connector.id}`, correlationId: call.id, now };
           let recorded = false;
           // The first candidate whose stream takes the event: one another event already moved changes nothing, so the next is tried.
           for (const commandId of candidates) {
@@ -142,7 +151,7 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
                   ? { type: 'DownlinkAcked', data: { id: commandId, at: now } }
                   : { type: 'DownlinkFailed', data: { id: commandId, at: now, reason: event.reason ?? 'failed at the network server', ...(event.expired ? { expired: true } : {}) } };
             try {
-              const handled = await handle(deps.store, commandStream(commandId), commandDecider, { type: 'RecordOutcome', event: outcome }, context, { retries: 5 });
+              const handled = await handle(deps.store, commandStream(commandId), commandDecider, { type: 'RecordOutcome', event: outcome }, context, { retries: 5, ...(outcomeId ? { eventIds: [outcomeId] } : {}) });
               if (handled.result) {
                 stored++;
                 recorded = true;
@@ -150,6 +159,11 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
               }
             } catch (error) {
               if (!(error instanceof NotFoundError)) throw error;
+            }
+            if (outcomeId && (await deps.store.readStream(commandStream(commandId))).some((e) => e.id === outcomeId)) {
+              stored++;
+              recorded = true;
+              break;
             }
             if (!event.match) break;
           }

@@ -1,11 +1,13 @@
 import { Router } from 'express';
 import type { Deps } from '../deps.js';
-import { requestContext } from '../deps.js';
+import { readModelsInclude, requestContext } from '../deps.js';
 import { principalOf } from '../http.js';
 import { requireAccess } from '../access.js';
-import { comparePositions, type Position } from '../../domain/shared/events.js';
+import { comparePositions, type NewEvent, type Position } from '../../domain/shared/events.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
-import { DEVICE_NOT_FOUND, decideReport, deviceStream, presentDevice, type DeviceDoc } from '../../domain/devices/device.js';
+import { newEventId } from '../../domain/shared/ids.js';
+import type { EventStore } from '../../domain/eventstore/port.js';
+import { DEVICE_NOT_FOUND, decideUplink, presentDevice, type DeviceDoc } from '../../domain/devices/device.js';
 import { NotFoundError } from '../../domain/shared/errors.js';
 import type { Ingest } from '../../ingest/index.js';
 import type { Translation } from '../../ingest/translate.js';
@@ -29,25 +31,36 @@ export function uplinkRoutes(deps: Deps, ingest: Ingest, translation: Translatio
       if (!exists) throw new NotFoundError(DEVICE_NOT_FOUND);
       const decoded = (await translation.decode(id, body, context.now)) ?? { payload: body, updates: [] };
       translation.settled(decoded);
-      const reports = [{ deviceId: id, payload: decoded.payload }, ...decoded.updates];
-      let last: Position | null = null;
+      // The device's report and its sub-devices' (a gateway's `additionalDeviceUpdates`) are one decision, stored in
+      // one append as ingest stores them: all or none, so a failure leaves nothing for a retry to double.
+      const { appends } = decideUplink({ type: 'ReportDevice', id, source: `/api/iotnodes/${id}/uplinks`, path: [], payload: decoded.payload, updates: decoded.updates, reportedAt: context.now });
+      const stored = appends.map((a) => ({ streamId: a.streamId, events: a.events.map((e) => toNewEvent(e, context, newEventId())) }));
       try {
-        for (const r of reports) {
-          const { events } = decideReport({ type: 'ReportDevice', id: r.deviceId, source: `/api/iotnodes/${id}/uplinks`, path: [], payload: r.payload, reportedAt: context.now });
-          const { position: p } = await deps.store.append(deviceStream(r.deviceId), events.map((e) => toNewEvent(e, context)), 'any');
-          if (!last || comparePositions(p, last) > 0) last = p;
-        }
+        return await appendAll(deps.store, stored);
       } catch (error) {
-        translation.forget(reports.map((r) => r.deviceId));
+        translation.forget(decoded.updates.map((u) => u.deviceId).concat(id));
         throw error;
       }
-      return last!;
     });
-    await deps.projections.waitFor(position, deps.config.projectionWaitMs);
+    await readModelsInclude(deps, position);
     const row = await deps.db.selectFrom('devices').select(['id', 'doc']).where('id', '=', id).executeTakeFirst();
     if (!row) throw new NotFoundError(DEVICE_NOT_FOUND);
     res.json(presentDevice(row.id, row.doc));
   });
 
   return router;
+}
+
+/**
+ * The streams' events in one atomic append, the position of the last; a store
+ * without one (EventStoreDB) takes them stream by stream.
+ */
+async function appendAll(store: EventStore, appends: { streamId: string; events: NewEvent[] }[]): Promise<Position> {
+  if (store.appendMany) return (await store.appendMany(appends))!;
+  let last: Position | null = null;
+  for (const a of appends) {
+    const { position } = await store.append(a.streamId, a.events, 'any');
+    if (!last || comparePositions(position, last) > 0) last = position;
+  }
+  return last!;
 }

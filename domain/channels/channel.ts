@@ -25,7 +25,8 @@ export type ChannelEvent =
   | { type: 'ChannelDeleted'; data: { id: string; at: string } };
 
 export type ChannelCommand =
-  | { type: 'CreateChannel'; id: string; createdBy: string; body: ChannelDoc; at: string }
+  /** With `once`, a channel that already exists is no event instead of a conflict: a creation under a derived id, repeated. */
+  | { type: 'CreateChannel'; id: string; createdBy: string; body: ChannelDoc; once?: boolean; at: string }
   | { type: 'ReplaceChannel'; id: string; body: ChannelDoc; at: string }
   | { type: 'DeleteChannel'; id: string; at: string };
 
@@ -66,6 +67,8 @@ export const channelDecider: Decider<ChannelCommand, ChannelState, ChannelEvent>
   decide(command, state) {
     switch (command.type) {
       case 'CreateChannel': {
+        if (command.once && state.status === 'active') return [];
+        if (command.once && state.status === 'deleted') throw new NotFoundError(CHANNEL_NOT_FOUND);
         if (state.status !== 'none') throw new ConflictError(`Channel ${command.id} already exists`);
         const { protocol, doc, secrets } = checkChannel(command.body);
         return [{ type: 'ChannelCreated', data: { id: command.id, createdBy: command.createdBy, protocol, doc, secrets, at: command.at } }];

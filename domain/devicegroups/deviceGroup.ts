@@ -10,6 +10,15 @@ export type DeviceGroupEvent =
 export type DeviceGroupCommand =
   | { type: 'CreateDeviceGroup'; id: string; name: string; devices: string[]; createdBy: string; at: string }
   | { type: 'UpdateDeviceGroup'; id: string; name?: string; devices?: string[]; at: string }
+  /**
+   * Adds devices after those the group holds (one it holds stays where it is),
+   * dropping the ones added longest ago past `keepAtMost`. Decided against the
+   * group as stored, so concurrent adds commute: a writer that lost the race
+   * decides again and keeps the other's devices. With `create`, the group is
+   * the one of that name: created with these devices when the stream holds
+   * none, not found when it holds a group renamed since.
+   */
+  | { type: 'AddDevices'; id: string; devices: string[]; keepAtMost?: number; create?: { name: string; createdBy: string }; at: string }
   | { type: 'DeleteDeviceGroup'; id: string; at: string };
 
 export type DeviceGroupState = { status: 'none' | 'deleted' } | { status: 'active'; id: string; name: string; devices: string[] };
@@ -18,6 +27,7 @@ export const deviceGroupStream = (id: string) => `devicegroup-${id}`;
 export const DEVICE_GROUP_NOT_FOUND = 'Device group not found';
 
 const unique = (ids: string[]) => [...new Set(ids)];
+const keep = (ids: string[], most?: number) => (most === undefined ? ids : ids.slice(-most));
 
 export const deviceGroupDecider: Decider<DeviceGroupCommand, DeviceGroupState, DeviceGroupEvent> = {
   initialState: () => ({ status: 'none' }),
@@ -27,6 +37,11 @@ export const deviceGroupDecider: Decider<DeviceGroupCommand, DeviceGroupState, D
       const { id, name, createdBy, at } = command;
       return [{ type: 'DeviceGroupCreated', data: { id, name, devices: unique(command.devices), createdBy, at } }];
     }
+    if (command.type === 'AddDevices' && command.create && state.status === 'none') {
+      const { id, at } = command;
+      const { name, createdBy } = command.create;
+      return [{ type: 'DeviceGroupCreated', data: { id, name, devices: keep(unique(command.devices), command.keepAtMost), createdBy, at } }];
+    }
     if (state.status !== 'active') throw new NotFoundError(DEVICE_GROUP_NOT_FOUND);
     switch (command.type) {
       case 'UpdateDeviceGroup': {
@@ -35,6 +50,12 @@ export const deviceGroupDecider: Decider<DeviceGroupCommand, DeviceGroupState, D
         if (command.devices !== undefined) data.devices = unique(command.devices);
         if (data.name === undefined && data.devices === undefined) return [];
         return [{ type: 'DeviceGroupUpdated', data }];
+      }
+      case 'AddDevices': {
+        if (command.create && command.create.name !== state.name) throw new NotFoundError(DEVICE_GROUP_NOT_FOUND);
+        const added = unique(command.devices).filter((id) => !state.devices.includes(id));
+        if (!added.length) return [];
+        return [{ type: 'DeviceGroupUpdated', data: { id: command.id, devices: keep([...state.devices, ...added], command.keepAtMost), at: command.at } }];
       }
       case 'DeleteDeviceGroup':
         return [{ type: 'DeviceGroupDeleted', data: { id: command.id, at: command.at } }];

@@ -393,6 +393,25 @@ export function decideReport(command: ReportDevice): { events: DeviceEvent[]; ig
   return { events: [event], ignored: dropped };
 }
 
+/**
+ * The one decision on an uplink: the device's own report and the reports its
+ * translators made from it for other devices (a gateway's
+ * `additionalDeviceUpdates`), one fact, so its events go into one atomic
+ * append over every stream they name (ingest, and `POST
+ * /api/iotnodes/{id}/uplinks`). `ignored` names the device's own fields left out.
+ */
+export function decideUplink(command: ReportDevice & { updates: { deviceId: string; payload: DeviceDoc }[] }): { appends: { streamId: string; events: DeviceEvent[] }[]; ignored: string[] } {
+  const { updates, ...own } = command;
+  const report = decideReport(own);
+  const streams = new Map<string, DeviceEvent[]>();
+  const add = (id: string, events: DeviceEvent[]) => {
+    if (events.length) streams.set(deviceStream(id), [...(streams.get(deviceStream(id)) ?? []), ...events]);
+  };
+  add(command.id, report.events);
+  for (const u of updates) add(u.deviceId, decideReport({ type: 'ReportDevice', id: u.deviceId, source: command.source, path: [], payload: u.payload, reportedAt: command.reportedAt }).events);
+  return { appends: [...streams].map(([streamId, events]) => ({ streamId, events })), ignored: report.ignored };
+}
+
 /** The device after a report on its own topic: the same fold the read model and the output apply. */
 export const foldReport = (doc: DeviceDoc, id: string, payload: DeviceDoc, reportedAt: string): DeviceDoc =>
   evolveDoc(doc, decideReport({ type: 'ReportDevice', id, source: '', path: [], payload, reportedAt }).events[0]!);

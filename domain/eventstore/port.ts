@@ -70,9 +70,11 @@ export interface EventStore {
    * atomically and in one round trip: the batching path of ingest. Events keep
    * the given order in the global order. Throws if any event id is already
    * stored (nothing is appended then); the caller falls back to `append`.
+   * Answers the global position of the last event appended (null when every
+   * append was empty), for a caller that waits for the read models to hold it.
    * Adapters without an atomic multi-stream append leave it out.
    */
-  appendMany?(appends: { streamId: string; events: NewEvent[] }[]): Promise<void>;
+  appendMany?(appends: { streamId: string; events: NewEvent[] }[]): Promise<Position | null>;
   /** The stream's events in revision order; empty when the stream does not exist. */
   readStream(streamId: string, options?: { fromRevision?: number; limit?: number }): Promise<RecordedEvent[]>;
   /**

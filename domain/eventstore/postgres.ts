@@ -53,16 +53,16 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
     return { nextRevision: Number(last.revision), position: { commit: BigInt(last.tx), prepare: BigInt(last.global_position) } };
   }
 
-  async function appendMany(appends: { streamId: string; events: NewEvent[] }[]): Promise<void> {
+  async function appendMany(appends: { streamId: string; events: NewEvent[] }[]): Promise<Position | null> {
     const streams = appends.filter((a) => a.events.length > 0);
-    if (streams.length === 0) return;
+    if (streams.length === 0) return null;
     // One statement, the batch as one JSON parameter: claim every stream's revisions, then insert the events in the given order.
     const events: { s: string; o: number; id: string; type: string; data: unknown; meta: unknown; p: number }[] = [];
     for (const a of streams) for (let i = 0; i < a.events.length; i++) {
       const e = a.events[i]!;
       events.push({ s: a.streamId, o: i + 1, id: e.id, type: e.type, data: e.data, meta: e.metadata, p: events.length });
     }
-    const { rows } = await pool.query<{ tx: string }>({
+    const { rows } = await pool.query<{ tx: string; last: string }>({
       name: 'es_append_many',
       text: `WITH input AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(stream_id text, n bigint)),
        claim AS (
@@ -74,12 +74,14 @@ export function createPostgresStore(pool: Queryable, options: { pollMs?: number 
          SELECT e.s, c.revision - i.n + e.o, e.id, e.type, e.data, e.meta
          FROM jsonb_to_recordset($2::jsonb) AS e(s text, o bigint, id uuid, type text, data jsonb, meta jsonb, p bigint)
          JOIN claim c ON c.stream_id = e.s JOIN input i ON i.stream_id = e.s
-         ORDER BY e.p)
-       SELECT pg_current_xact_id()::text AS tx`,
+         ORDER BY e.p
+         RETURNING global_position)
+       SELECT pg_current_xact_id()::text AS tx, (SELECT max(global_position) FROM inserted)::text AS last`,
       values: [JSON.stringify(streams.map((a) => ({ stream_id: a.streamId, n: a.events.length }))), jsonbArray(events)],
     });
     recent.appended(BigInt(rows[0]!.tx));
     appended.emit('append');
+    return { commit: BigInt(rows[0]!.tx), prepare: BigInt(rows[0]!.last) };
   }
 
   /**

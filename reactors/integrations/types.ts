@@ -61,6 +61,11 @@ export type InboundEvent =
       commandId?: string;
       /** Where the network server names neither, which of the device's downlinks it means: see `DownlinkMatch`. */
       match?: DownlinkMatch;
+      /**
+       * The network server's id of this report, or the fields a repeated delivery of it repeats: the outcome's event
+       * id is derived from it, so a report delivered again is recorded once and never moves the next matching command.
+       */
+      messageId?: string;
       reason?: string;
       expired?: boolean;
       fCntDown?: number;

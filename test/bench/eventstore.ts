@@ -187,7 +187,7 @@ try {
    * reversed every other round; the first round warms each database up (its
    * caches, its plans, its first pages) and is not counted.
    */
-  const perEventByRound = async <K extends string>(lanes: Record<K, () => Promise<void>>): Promise<Record<K, number[]>> => {
+  const perEventByRound = async <K extends string>(lanes: Record<K, () => Promise<unknown>>): Promise<Record<K, number[]>> => {
     const names = Object.keys(lanes) as K[];
     const out = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<K, number[]>;
     for (let r = 0; r < AUDIT_ROUNDS; r++) {

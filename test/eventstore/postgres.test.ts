@@ -49,15 +49,17 @@ batches('given arrays of every length around the chunk size, then the parameter 
   }
 });
 
-batches('given a batch of several chunks over many streams, when appended at once, then every event is stored as given, in order', async ({ store }) => {
+batches('given a batch of several chunks over many streams, when appended at once, then every event is stored as given, in order, and the answer is the last one\'s position', async ({ store }) => {
   const streams = Array.from({ length: 50 }, () => streamName('batch'));
   const appends = streams.map((streamId, s) => ({
     streamId,
     events: [0, 1, 2].map((k) => newEvent('Measured', { s, k, unit: awkward[(s + k) % awkward.length], note: awkward.join('') })),
   }));
   const from = (await store.append(streamName('before'), [newEvent('Marked')], 'no_stream')).position;
-  await store.appendMany!(appends);
+  const last = await store.appendMany!(appends);
   const read = (await store.readAll({ after: from, limit: 1000 })).filter((e) => e.type === 'Measured');
+  assert.equal(last, read.at(-1)!.position, 'the answer is the position of the last event appended');
+  assert.is(await store.appendMany!([{ streamId: streams[0]!, events: [] }]), null, 'nothing appended, no position');
   const sent = appends.flatMap((a) => a.events.map((e, revision) => ({ id: e.id, streamId: a.streamId, revision, data: e.data })));
   assert.is(read.length, 150);
   assert.equal(

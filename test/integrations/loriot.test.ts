@@ -41,6 +41,9 @@ const send = (t: TestPlatform, iotnodeId: string, fPort: number | string, payloa
   command(t, { command: 'apiCall', iotnodeId, data: { callName: 'sendDownlink', callData: { devEui: EUI, payload: { fPort, payloadHex, ...(confirmed !== undefined ? { confirmed } : {}) } } } });
 const downlinks = async (t: TestPlatform, deviceId: string) => (await t.call('GET', `/api/iotnodes/${deviceId}/downlinks`)).body as Record<string, any>[];
 const statusOf = async (t: TestPlatform, deviceId: string, commandId: string) => (await downlinks(t, deviceId)).find((d) => d.commandId === commandId)?.status;
+/** What the network server reported of a command, from its stream. */
+const outcomesOf = async (t: TestPlatform, commandId: string) =>
+  (await t.platform.deps.store.readStream(`command-${commandId}`)).map((e) => e.type).filter((type) => type.startsWith('Downlink'));
 const temperatures = async (t: TestPlatform, deviceId: string) => (await t.call('GET', `/api/iotnodes/${deviceId}/stats?measurement=temperature&start=0`)).body.map((p: { value: number }) => p.value) as number[];
 
 lo('when a connector is created, then its token is never returned, its webhook secret is returned once, and its settings are checked', async ({ t, connector }) => {
@@ -146,6 +149,42 @@ lo('when several downlinks wait, then each txd moves the one it transmitted, in 
   const stray = await ns.push({ cmd: 'txd', EUI: EUI.toUpperCase(), seqdn: 99, seqq: 99, ts: Date.now(), port: 9, data: 'FF' });
   assert.equal([stray.status, JSON.parse(stray.text)], [200, { stored: 0 }]);
   await eventually(async () => (await logsOf(t, connector._id)).some((l) => l.message.includes('a queued downlink on port 9 with payload ff')), 10_000, 'the stray txd logged');
+});
+
+lo('when LORIOT delivers a txd again, or an rx with the ACK bit again, then the repeat changes nothing: the next matching downlink stays queued, an older one sent stays unacknowledged', async ({ t, ns, device }) => {
+  const first = await send(t, device._id, 4, '07', true);
+  const second = await send(t, device._id, 4, '07', true);
+  assert.equal([first.status, second.status], [202, 202]);
+  await ns.transmit(EUI);
+  const txd = ns.pushed.at(-1);
+  await eventually(async () => (await statusOf(t, device._id, first.body.commandId)) === 'sent', 10_000, 'the first sent');
+  const again = await ns.push(txd);
+  assert.is(again.status, 200, again.text);
+  assert.equal(await outcomesOf(t, second.body.commandId), [], 'the second is still queued');
+  assert.equal(ns.queueOf(EUI).length, 1);
+
+  await ns.transmit(EUI);
+  await eventually(async () => (await statusOf(t, device._id, second.body.commandId)) === 'sent', 10_000, 'the second sent');
+  await ns.uplink(EUI, 1, Buffer.from(climateHex(22, 45, 3000), 'hex'), { ack: true });
+  const rx = ns.pushed.at(-1);
+  await eventually(async () => (await statusOf(t, device._id, second.body.commandId)) === 'acked', 10_000, 'the second acked');
+  assert.is((await ns.push(rx)).status, 200);
+  assert.equal(await outcomesOf(t, first.body.commandId), ['DownlinkSent'], 'the first is sent, not acknowledged');
+  assert.equal(await outcomesOf(t, second.body.commandId), ['DownlinkSent', 'DownlinkAcked']);
+});
+
+lo('when LORIOT delivers one txd twice at the same time, then one downlink is sent and the next that matches stays queued', async ({ t, ns, device }) => {
+  const first = await send(t, device._id, 5, '0909');
+  const second = await send(t, device._id, 5, '0909');
+  assert.equal([first.status, second.status], [202, 202]);
+  const item = ns.queueOf(EUI).shift()!;
+  const txd = { cmd: 'txd', EUI: EUI.toUpperCase(), seqdn: 500, seqq: item.seqq, ts: Date.now(), port: item.port, data: item.data.toUpperCase() };
+  const answers = await Promise.all([ns.push(txd), ns.push(txd)]);
+  assert.equal(answers.map((a) => a.status), [200, 200], answers.map((a) => a.text).join(' '));
+  assert.equal(await outcomesOf(t, first.body.commandId), ['DownlinkSent']);
+  assert.equal(await outcomesOf(t, second.body.commandId), []);
+  await ns.transmit(EUI);
+  await eventually(async () => (await statusOf(t, device._id, second.body.commandId)) === 'sent', 10_000, 'the second sent');
 });
 
 lo('when the queue is flushed, then LORIOT gets its flushqueue call and the queued items are flushed; a read of the queue is 422, since LORIOT has none', async ({ t, ns, device }) => {

@@ -41,6 +41,9 @@ const send = (t: TestPlatform, iotnodeId: string, fPort: number | string, payloa
   command(t, { command: 'apiCall', iotnodeId, data: { callName: 'sendDownlink', callData: { devEui: EUI, payload: { fPort, payloadHex, ...(confirmed !== undefined ? { confirmed } : {}) } } } });
 const downlinks = async (t: TestPlatform, deviceId: string) => (await t.call('GET', `/api/iotnodes/${deviceId}/downlinks`)).body as Record<string, any>[];
 const downlinkOf = async (t: TestPlatform, deviceId: string, commandId: string) => (await downlinks(t, deviceId)).find((d) => d.commandId === commandId);
+/** What the network server reported of a command, from its stream. */
+const outcomesOf = async (t: TestPlatform, commandId: string) =>
+  (await t.platform.deps.store.readStream(`command-${commandId}`)).map((e) => e.type).filter((type) => type.startsWith('Downlink'));
 const temperatures = async (t: TestPlatform, deviceId: string) => (await t.call('GET', `/api/iotnodes/${deviceId}/stats?measurement=temperature&start=0`)).body.map((p: { value: number }) => p.value) as number[];
 const tokenCalls = (s: ThingParkStandIn) => s.requests.filter((r) => r.path === '/admin/latest/api/oauth/token');
 const downlinkCalls = (s: ThingParkStandIn) => s.requests.filter((r) => r.path.endsWith('/downlinkMessages'));
@@ -140,6 +143,25 @@ tp('when the LRC reports a downlink sent, not sent, or rejected, then the queued
     return d?.status === 'failed' ? d : undefined;
   }, 10_000, 'rejected');
   assert.is(rejected.error, 'rejected by ThingPark: Downlink counter value already used. Expected=1238');
+});
+
+tp('when the LRC delivers a downlink report again (its route retries), sent or not sent, then the repeat changes nothing: the next downlink on that port stays queued', async ({ t, tp, device }) => {
+  const [first, second, third] = [await send(t, device._id, 21, '2121'), await send(t, device._id, 21, '2121'), await send(t, device._id, 21, '2121')];
+  assert.equal([first.status, second.status, third.status], [202, 202, 202]);
+  await tp.transmit(EUI, 1);
+  const report = tp.posted.at(-1)!;
+  await eventually(async () => (await downlinkOf(t, device._id, first.body.commandId))?.status === 'sent', 10_000, 'the first sent');
+  const again = await tp.post(...report);
+  assert.is(again.status, 200, again.text);
+  assert.equal(await outcomesOf(t, second.body.commandId), [], 'the second is still queued');
+  await tp.transmit(EUI, 0, 'A3');
+  await eventually(async () => (await downlinkOf(t, device._id, second.body.commandId))?.status === 'failed', 10_000, 'the second failed');
+  assert.is((await tp.post(...tp.posted.at(-1)!)).status, 200);
+  assert.equal(await outcomesOf(t, third.body.commandId), [], 'the third is still queued');
+  await tp.transmit(EUI, 1);
+  await eventually(async () => (await downlinkOf(t, device._id, third.body.commandId))?.status === 'sent', 10_000, 'the third sent');
+  assert.equal(await outcomesOf(t, first.body.commandId), ['DownlinkSent']);
+  assert.equal(await outcomesOf(t, second.body.commandId), ['DownlinkFailed']);
 });
 
 tp('when the queue is to be read or flushed, then 422 says ThingPark\'s API has no such call, and nothing is stored', async ({ t, tp, device }) => {

@@ -108,9 +108,13 @@ export class LoriotStandIn extends HttpStandIn<'failing'> {
     return error(404, 'Not found');
   }
 
+  /** Every application message posted so far, in order: a test delivers one again, as LORIOT does after a time-out. */
+  readonly pushed: unknown[] = [];
+
   /** Posts one application message to the HTTP Push output; resolves with the platform's answer. */
   async push(message: unknown): Promise<{ status: number; text: string }> {
     if (!this.output) throw new Error('the application has no HTTP Push output');
+    this.pushed.push(message);
     const res = await fetch(this.output.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: this.output.authorization }, body: JSON.stringify(message) });
     return { status: res.status, text: await res.text() };
   }

@@ -106,9 +106,13 @@ export class ThingParkStandIn extends HttpStandIn<'failing'> {
     return error(404, 'Not Found');
   }
 
+  /** Every report posted so far, in order, with its query's device and port: a test delivers one again, as the LRC does after a time-out. */
+  readonly posted: [report: unknown, eui: string, fPort: number | string][] = [];
+
   /** Posts one report to the application server route, as the LRC does; resolves with the platform's answer. */
   async post(report: unknown, eui = '', fPort: number | string = ''): Promise<{ status: number; text: string }> {
     if (!this.route) throw new Error('no application server route');
+    this.posted.push([report, eui, fPort]);
     const query = new URLSearchParams({ LrnDevEui: eui.toUpperCase(), LrnFPort: String(fPort), LrnInfos: 'TWA_100000001.999.AS-1-716634' });
     const res = await fetch(`${this.route.url}?${query}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: this.route.authorization }, body: JSON.stringify(report) });
     return { status: res.status, text: await res.text() };

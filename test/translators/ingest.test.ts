@@ -6,6 +6,7 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
 import { rebuild } from '../../projections/rebuild.js';
+import { refusing } from '../support/refusing.js';
 import { climateHex, climateSensor, dailyTemperature, deviceWhen, gateway, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink } from './given.js';
 
 const ROOT = 'svc/generic/v2/translators';
@@ -159,6 +160,26 @@ ingest('given a gateway decoder, when it returns additionalDeviceUpdates, then e
   const logs = await logsAtLeast(t, gw._id, 2);
   assert.ok(logs.some((l) => l.message.includes('"sensor-0000000c"') && l.type === 'debug' && l.category === 'system'));
   assert.ok(logs.some((l) => l.message.includes('"sensor-000000ff"')));
+});
+
+ingest('given a gateway decoder, when a sub-device\'s report cannot be stored, then the uplink fails and stores nothing; its retry stores each report once', async ({ t }) => {
+  await givenTranslator(t, { name: 'acme-gateway-atomic', match: {}, spec: gateway.spec, code: gateway.code });
+  const gw = await givenDevice(t, { name: 'atomic gateway', translatorPreferences: [{ name: 'acme-gateway-atomic', version: '1.0.0', upgradePolicy: 'none' }] });
+  const sub = await givenDevice(t, { name: 'atomic sensor', secret: 'sensor-0000002a' });
+  // One sensor, 0000002a at 20.5 °C.
+  const frame = '01' + '0000002a' + '00cd';
+  const reports = async (id: string) => (await t.platform.deps.store.readStream(`device-${id}`)).filter((e) => e.type === 'DeviceReported').length;
+  const before = [await reports(gw._id), await reports(sub._id)];
+  let failed: { status: number; text: string } | null = null;
+  await refusing(t.platform.deps.db, 'es.events', `NEW.stream_id = 'device-${sub._id}'`, async () => {
+    failed = await t.call('POST', `/api/iotnodes/${gw._id}/uplinks`, { body: { encodedData: { hexEncoded: frame, port: 1 } } });
+  });
+  assert.is(failed!.status, 500, failed!.text);
+  assert.equal([await reports(gw._id), await reports(sub._id)], before, 'neither report stored');
+  const after = await uplink(t, gw._id, frame);
+  assert.is(after.connectedSensors, 1);
+  assert.is((await t.call('GET', `/api/iotnodes/${sub._id}`)).body.temperature, 20.5);
+  assert.equal([await reports(gw._id), await reports(sub._id)], [before[0]! + 1, before[1]! + 1], 'each report stored once');
 });
 
 ingest('given a chain whose later translator throws, when an uplink is decoded, then the earlier result is kept and no log is written', async ({ t }) => {

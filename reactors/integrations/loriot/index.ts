@@ -31,11 +31,15 @@ export const loriot: IntegrationModule = {
           const device = deviceOf(body);
           const port = body.port === undefined ? undefined : portOf(body.port, 'port', 1);
           const hex = body.data === undefined ? undefined : hexBytes(body.data, 'data').toString('hex');
+          // LORIOT numbers a transmission by the downlink frame counter (`seqdn`), the queue item (`seqq`) and its time (`ts`).
+          const keys = [body.seqdn, body.seqq, body.ts];
+          const messageId = keys.some(finite) ? `${device.devEui}:txd:${keys.map((k) => (finite(k) ? k : '')).join(':')}` : undefined;
           return [
             {
               type: 'downlinkSent',
               device,
               match: { queued: { ...(port !== undefined ? { fPort: port } : {}), ...(hex !== undefined ? { hex } : {}) } },
+              ...(messageId ? { messageId } : {}),
               ...(typeof body.seqdn === 'number' ? { fCntDown: body.seqdn } : {}),
               ...(typeof body.gweui === 'string' ? { gatewayId: body.gweui.toLowerCase() } : {}),
             },
@@ -140,7 +144,7 @@ function uplink(body: Record<string, unknown>, device: DeviceRef): InboundEvent[
     messageId,
     ...(finite(body.ts) && body.ts > 0 && body.ts < 8.64e15 ? { receivedAt: new Date(body.ts).toISOString() } : {}),
   });
-  // The device's ACK bit acknowledges its latest confirmed downlink.
-  if (body.ack === true) events.push({ type: 'downlinkAcked', device, match: { lastConfirmed: true } });
+  // The device's ACK bit acknowledges its latest confirmed downlink; the frame's id keys it, as it keys the report.
+  if (body.ack === true) events.push({ type: 'downlinkAcked', device, match: { lastConfirmed: true }, messageId: `${messageId}:ack` });
   return events;
 }

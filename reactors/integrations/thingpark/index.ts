@@ -42,14 +42,15 @@ export function createThingPark(): IntegrationModule {
             const match = { queued: fPort !== undefined ? { fPort } : {} };
             const sent = deliveryOf(report.DeliveryStatus, `${kind}.DeliveryStatus`);
             const gatewayId = typeof report.Lrrid === 'string' && report.Lrrid !== '' ? { gatewayId: report.Lrrid.toLowerCase() } : {};
-            if (sent) return [{ type: 'downlinkSent', device, match, ...gatewayId }];
-            return [{ type: 'downlinkFailed', device, match, reason: `not sent over the air: ${failureOf(report)}` }];
+            const id = reportId(report, device, kind, [report.FCntDn, report.DeliveryStatus]);
+            if (sent) return [{ type: 'downlinkSent', device, match, ...gatewayId, ...id }];
+            return [{ type: 'downlinkFailed', device, match, reason: `not sent over the air: ${failureOf(report)}`, ...id }];
           }
           case 'DevEUI_downlink_Rejected': {
             const device = deviceOf(report, kind);
             const fPort = optionalPort(report.FPort, `${kind}.FPort`);
             const cause = typeof report.DownlinkRejectionCause === 'string' && report.DownlinkRejectionCause !== '' ? report.DownlinkRejectionCause.slice(0, 300) : 'no cause given';
-            return [{ type: 'downlinkFailed', device, match: { queued: fPort !== undefined ? { fPort } : {} }, reason: `rejected by ThingPark: ${cause}` }];
+            return [{ type: 'downlinkFailed', device, match: { queued: fPort !== undefined ? { fPort } : {} }, reason: `rejected by ThingPark: ${cause}`, ...reportId(report, device, kind, [report.FPort]) }];
           }
           case 'DevEUI_notification': {
             const device = deviceOf(report, kind);
@@ -201,6 +202,15 @@ function uplink(report: Record<string, unknown>, device: DeviceRef, kind: string
   // ThingPark gives a report no id of its own; a repeated delivery of it carries the same counter and LRR time.
   const messageId = `${device.devEui}:${fCnt ?? ''}:${time ?? ''}`;
   return { type: 'uplink', device, encoded, radio, messageId, ...(time ? { receivedAt: time } : {}) };
+}
+
+/**
+ * A downlink report's key: ThingPark gives a report no id of its own, and a
+ * repeated delivery carries the same `Time` and counters. None without `Time`.
+ */
+function reportId(report: Record<string, unknown>, device: DeviceRef, kind: string, fields: unknown[]): { messageId?: string } {
+  if (typeof report.Time !== 'string' || report.Time === '') return {};
+  return { messageId: [device.devEui, kind, report.Time.slice(0, 64), ...fields.map((f) => (typeof f === 'number' || typeof f === 'string' ? String(f).slice(0, 20) : ''))].join(':') };
 }
 
 /** What ThingPark says of a downlink it could not send, per receive slot (its `DeliveryFailedCause1..3` codes). */
