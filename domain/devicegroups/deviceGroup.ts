@@ -47,7 +47,11 @@ export const deviceGroupDecider: Decider<DeviceGroupCommand, DeviceGroupState, D
       case 'UpdateDeviceGroup': {
         const data: Extract<DeviceGroupEvent, { type: 'DeviceGroupUpdated' }>['data'] = { id: command.id, at: command.at };
         if (command.name !== undefined && command.name !== state.name) data.name = command.name;
-        if (command.devices !== undefined) data.devices = unique(command.devices);
+        if (command.devices !== undefined) {
+          const devices = unique(command.devices);
+          // The same members in the same order change nothing; a new order is a change (it is the group's order).
+          if (devices.length !== state.devices.length || devices.some((id, i) => id !== state.devices[i])) data.devices = devices;
+        }
         if (data.name === undefined && data.devices === undefined) return [];
         return [{ type: 'DeviceGroupUpdated', data }];
       }
