@@ -1,6 +1,7 @@
 import type { Decider } from '../shared/decider.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { checkRing, type Polygon } from './fence.js';
+import { jsonEqual } from '../devices/device.js';
 
 /** What a client sends and gets back. `refType` is `device` whenever `ref` is set. */
 export interface GeofenceFields {
@@ -48,8 +49,12 @@ export const geofenceDecider: Decider<GeofenceCommand, GeofenceState, GeofenceEv
     }
     if (state.status !== 'active') throw new NotFoundError(GEOFENCE_NOT_FOUND);
     switch (command.type) {
-      case 'ReplaceGeofence':
+      case 'ReplaceGeofence': {
+        const { fence, ref, refType } = command.fields;
+        // The fields it has: nothing to record (as for rules and channels), and `updatedAt` stays.
+        if (jsonEqual(fence, state.fence) && ref === state.ref && refType === state.refType) return [];
         return [{ type: 'GeofenceReplaced', data: { id: command.id, ...command.fields, at: command.at } }];
+      }
       case 'DeleteGeofence':
         return [{ type: 'GeofenceDeleted', data: { id: command.id, at: command.at } }];
       default: {

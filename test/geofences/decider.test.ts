@@ -54,4 +54,8 @@ geofences('given a deleted geofence, when a replacement is folded after the dele
   assert.equal(given([created, deleted, replaced]).state, { status: 'deleted' });
 });
 
+geofences('given a geofence, when it is replaced with the fields it has, then no event (its updatedAt stays)', () => {
+  given([created]).when({ type: 'ReplaceGeofence', id: ID, fields: structuredClone(linked), at: later }).then([]);
+});
+
 geofences.run();
