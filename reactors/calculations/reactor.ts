@@ -18,7 +18,7 @@ import {
 } from '../../domain/calculations/calculation.js';
 import { lastValueResult, windowResult, type ResultValue } from '../../domain/calculations/aggregate.js';
 import { satisfies } from '../../domain/access/scopes.js';
-import { scopesOfUser } from '../../api/access.js';
+import { scopesOfUser } from '../../projections/access.js';
 import type { Principals } from '../../api/auth/principals.js';
 import { OwnerRights } from '../rights.js';
 import { historyValues } from '../../projections/devices.js';

@@ -1,6 +1,6 @@
 import type { Deps } from '../../api/deps.js';
 import type { Principal } from '../../api/auth/principal.js';
-import { scopesOn } from '../../api/access.js';
+import { scopesHeld } from '../../projections/access.js';
 import type { DeviceCommandInput, SentCommand } from '../../api/commands/send.js';
 import type { NewEvent, RecordedEvent } from '../../domain/shared/events.js';
 import type { Fence } from '../../domain/eventstore/leases.js';
@@ -237,7 +237,7 @@ export class RuleActions {
   }
 
   private async denied(owner: Principal, id: string, need: Need, kind: string): Promise<string | null> {
-    const held = await scopesOn(this.deps, owner, id);
+    const held = await scopesHeld(this.deps.db, owner, id);
     if (!satisfies(held, 'read')) return `the rule's owner cannot read ${kind} ${id}, or it no longer exists`;
     if (!satisfies(held, need)) return `the rule's owner may not change ${kind} ${id}`;
     return null;

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../projections/database.js';
 import type { Principal } from '../../api/auth/principal.js';
-import { readableBy } from '../../api/access.js';
+import { readableBy } from '../../projections/access.js';
 import type { DeviceDoc } from '../../domain/devices/device.js';
 import type { DeviceView } from '../../domain/rules/run.js';
 
