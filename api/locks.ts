@@ -47,24 +47,51 @@ export class Locks {
     const turn = new Promise<void>((resolve) => (done = resolve));
     const tail = before.then(() => turn);
     this.tails.set(name, tail);
+    const end = () => {
+      done();
+      if (this.tails.get(name) === tail) this.tails.delete(name);
+    };
     try {
       await within(before, this.waitMs);
-      return await this.db.connection().execute(async (conn) => {
+    } catch (error) {
+      // A caller that gave up waiting ends its turn at once: the next one's turn comes when the one before ends.
+      end();
+      throw error;
+    }
+    // The caller is answered as soon as `fn` settles; a holder whose write is not yet in the read models keeps the
+    // lock (and its turn) after that, until the write is in them.
+    let answer!: { value: T } | { error: unknown };
+    let answered!: () => void;
+    const settled = new Promise<void>((resolve) => (answered = resolve));
+    const held = this.db
+      .connection()
+      .execute(async (conn) => {
         await sql`SELECT pg_advisory_lock(hashtext(${name}))`.execute(conn);
         try {
-          return await fn();
+          answer = { value: await fn() };
+          answered();
         } catch (error) {
+          answer = { error };
+          answered();
           if (error instanceof StoredNotVisibleError) await this.holdUntilVisible(name, error.position);
-          throw error;
         } finally {
           await sql`SELECT pg_advisory_unlock(hashtext(${name}))`.execute(conn);
         }
-      });
-    } finally {
-      // A caller that gave up waiting ends its turn at once: the next one's turn comes when the one before ends.
-      done();
-      if (this.tails.get(name) === tail) this.tails.delete(name);
-    }
+      })
+      .catch((error: unknown) => {
+        // The lock was never taken (no connection, the wait stopped at the statement timeout) or could not be let go (the connection broke, which lets it go).
+        if (!answer) {
+          answer = { error };
+          answered();
+        } else {
+          this.log.warn({ err: error, lock: name }, 'letting go of a lock failed; its connection is gone, and the lock with it');
+        }
+      })
+      .finally(end);
+    void held;
+    await settled;
+    if ('error' in answer) throw answer.error;
+    return answer.value;
   }
 
   private async holdUntilVisible(name: string, position: Position): Promise<void> {

@@ -162,4 +162,24 @@ lagging('given a creation answered before the read models hold it, when the same
   assert.is(twins.length, 1);
 });
 
+lagging('given the read models held back, when a creation is stored but not yet in them, then it answers 503 at once and keeps the lock: the same username asked for meanwhile waits, and is refused once they hold the first', async ({ t }) => {
+  // A transaction with an id, left open, holds back every read of the event log after it, and the read models with them.
+  const blocker = new pg.Client({ connectionString: t.platform.deps.config.databaseUrl! });
+  await blocker.connect();
+  try {
+    await blocker.query('BEGIN');
+    await blocker.query('SELECT pg_current_xact_id()');
+    const first = await answeredWithin(createSet(t, 'held'), 5_000);
+    assert.ok(first !== 'waiting', 'the first creation is answered while the read models are held back');
+    assert.is(first.status, 503, first.text);
+    const second = createSet(t, 'held');
+    assert.is(await answeredWithin(second, 300), 'waiting', 'the second waits for the lock the first keeps');
+    await blocker.query('COMMIT');
+    const refused = await second;
+    assert.is(refused.status, 409, refused.text);
+  } finally {
+    await blocker.end();
+  }
+});
+
 lagging.run();
