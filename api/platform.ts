@@ -36,7 +36,7 @@ import { deviceRoutes } from './devices/routes.js';
 import { credentialsRoutes } from './credentials/routes.js';
 import { channelRoutes } from './channels/routes.js';
 import { connectorRoutes } from './connectors/routes.js';
-import { commandRoutes } from './commands/routes.js';
+import { COMMAND_WAIT_MS, commandRoutes } from './commands/routes.js';
 import { integrationRoutes } from './integrations/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { createSandbox } from '../sandbox/index.js';
@@ -47,7 +47,7 @@ import { GeofenceTracking } from '../reactors/geofences/tracking.js';
 import { MqttOutput } from '../reactors/channels/mqtt.js';
 import { HttpChannels } from '../reactors/channels/http.js';
 import { ChannelAccess } from '../reactors/channels/access.js';
-import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js';
+import { COMMAND_RETRY, CommandDelivery, type CommandRetry } from '../reactors/commands/delivery.js';
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { startCluster, type ClusterNode } from './cluster.js';
@@ -202,6 +202,10 @@ export interface PlatformOptions {
   stopGraceMs?: number;
   /** Aborted: a start under way stops at its next step, stopping what it had started (a signal during start). */
   signal?: AbortSignal;
+  /** Command delivery's retry schedule and call time-out, over `COMMAND_RETRY` (tests shorten the waits between attempts). */
+  commandRetry?: Partial<CommandRetry>;
+  /** How long a command request waits for the network server's answer before it answers 202 `pending` (`COMMAND_WAIT_MS`). */
+  commandWaitMs?: number;
 }
 
 /**
@@ -324,7 +328,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       panel: panelRoutes(),
       direct: [integrations.direct],
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
-      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served), imageRoutes(served), geofenceRoutes(served), commandRoutes(served, ingest.registry, openapi, translation), deviceRoutes(served, ingest), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
+      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served), imageRoutes(served), geofenceRoutes(served), commandRoutes(served, ingest.registry, openapi, translation, options.commandWaitMs ?? COMMAND_WAIT_MS), deviceRoutes(served, ingest), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
       health: async () => {
         // A database that neither answers nor refuses (a pool waiting on dead connections) counts as down after
         // HEALTH_CHECK_MS, so health always answers and says what the node waits for.
@@ -371,6 +375,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     // What a channel's delivery checks: its creator's rights now, after the read models hold the batch's changes of rights.
     const channelDeps = { ...reactorDeps, principals, projections, clock: deps.clock };
     const calculations = new CalculationReactor({ store, db, log, projections, principals, clock: deps.clock, cluster: deps.cluster, windowReadings: config.calculationWindowReadings });
+    const commandRetry: CommandRetry = { ...COMMAND_RETRY, ...options.commandRetry };
     const reactors = [
       new MqttOutput(channelDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
       new HttpChannels(store, db, ingest.registry, ingest.logs, log, new ChannelAccess(channelDeps), undefined, deps.cluster, deps.outbound),
@@ -381,9 +386,9 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
         { ...reactorDeps, projections },
         (connector, topic, message, key) => {
           if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
-          return externalBrokers.publish(connector.id, topic, message, key, COMMAND_RETRY.callTimeoutMs);
+          return externalBrokers.publish(connector.id, topic, message, key, commandRetry.callTimeoutMs);
         },
-        COMMAND_RETRY,
+        commandRetry,
         externalBrokers,
       ),
       new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
