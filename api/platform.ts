@@ -56,7 +56,7 @@ import { liveChannelRoutes } from './channels/live.js';
 import { createMetrics, metricsRoute , type Lagging } from './metrics.js';
 import { measuredStore } from '../domain/eventstore/measured.js';
 import { readsHeldBackBy } from '../domain/eventstore/horizon.js';
-import type { CheckpointedSubscriber, Lag, SubscriberState } from '../domain/eventstore/subscriber.js';
+import { STALLED_MS, type CheckpointedSubscriber, type Lag, type SubscriberState } from '../domain/eventstore/subscriber.js';
 import { ruleRoutes } from './rules/routes.js';
 import { deviceCommands } from './commands/send.js';
 import { RulesReactor } from '../reactors/rules/index.js';
@@ -206,6 +206,12 @@ export interface PlatformOptions {
   commandRetry?: Partial<CommandRetry>;
   /** How long a command request waits for the network server's answer before it answers 202 `pending` (`COMMAND_WAIT_MS`). */
   commandWaitMs?: number;
+  /** How long a follower's batch may be under way before health says it is not up (`STALLED_MS`). */
+  stalledMs?: number;
+  /** How long a transaction may hold the store's reads back before health and the log name it (`HELD_BACK_SECONDS`). */
+  heldBackSeconds?: number;
+  /** How often the log is told about such a transaction (`HORIZON_CHECK_MS`). */
+  horizonCheckMs?: number;
 }
 
 /**
@@ -297,7 +303,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       if (lastLag && Date.now() - lastLag.at < LAG_REUSE_MS) return lastLag.states;
       const states = Promise.all(
         followers.map(async (f) => {
-          const state = f.state();
+          const state = f.state(Date.now(), options.stalledMs ?? STALLED_MS);
           const lag = state.role === 'leading' ? await settledWithin(f.lag(), HEALTH_CHECK_MS) : null;
           return [f.name, { ...state, ...(lag ? { lag: { events: lag.events, seconds: Math.round(lag.seconds * 10) / 10 } } : {}) }] as const;
         }),
@@ -306,17 +312,18 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       return states;
     };
     // The PostgreSQL store's reads stop before the oldest transaction still open on the server: one left open holds every follower back.
-    const heldBack = () => (store.kind === 'postgres' ? settledWithin(readsHeldBackBy(db, HELD_BACK_SECONDS), HEALTH_CHECK_MS) : Promise.resolve(null));
+    const heldBackSeconds = options.heldBackSeconds ?? HELD_BACK_SECONDS;
+    const heldBack = () => (store.kind === 'postgres' ? settledWithin(readsHeldBackBy(db, heldBackSeconds), HEALTH_CHECK_MS) : Promise.resolve(null));
     if (store.kind === 'postgres') {
       let told: string | null = null;
       const watch = setInterval(() => {
-        readsHeldBackBy(db, HELD_BACK_SECONDS).then((holder) => {
+        readsHeldBackBy(db, heldBackSeconds).then((holder) => {
           const who = holder && `${holder.pid ?? holder.prepared}`;
           if (holder && who !== told) log.warn({ holder }, 'the event store\'s reads are held back by a transaction left open on the PostgreSQL server: the read models and the reactors wait for it to end');
           else if (!holder && told) log.info('the event store\'s reads go on: the transaction that held them back has ended');
           told = who;
         }, () => undefined);
-      }, HORIZON_CHECK_MS);
+      }, options.horizonCheckMs ?? HORIZON_CHECK_MS);
       watch.unref();
       started.push(() => clearInterval(watch));
     }
