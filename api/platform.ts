@@ -87,6 +87,8 @@ export interface Platform {
   mqttTlsPort: number | null;
   /** The ingest decode stage: translator resolution and calls. */
   translation: Translation;
+  /** Resolves once every log entry of the data path written so far (ingest's, the translations') is appended to the store. */
+  logsWritten(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -426,7 +428,10 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const httpPort = (server.address() as AddressInfo).port;
     log.info({ port: httpPort }, 'HTTP listening');
 
-    return { deps, httpPort, mqttPort: broker.port, mqttTlsPort: broker.tlsPort, translation, stop: stopAll };
+    const logsWritten = async () => {
+      await Promise.all([ingest.logs.idle(), translation.logsWritten()]);
+    };
+    return { deps, httpPort, mqttPort: broker.port, mqttTlsPort: broker.tlsPort, translation, logsWritten, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;
