@@ -214,6 +214,11 @@ export interface PlatformOptions {
   heldBackSeconds?: number;
   /** How often the log is told about such a transaction (`HORIZON_CHECK_MS`). */
   horizonCheckMs?: number;
+  /**
+   * The longest the rules' schedule waits before it looks at the clock again (60 s): a `clock` a test moves
+   * forward reaches the schedule's next slot within it.
+   */
+  scheduleMaxWaitMs?: number;
 }
 
 /**
@@ -400,7 +405,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
         commandRetry,
         externalBrokers,
       ),
-      new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
+      new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs, options.scheduleMaxWaitMs),
       calculations,
     ];
     for (const reactor of reactors) {
