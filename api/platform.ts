@@ -38,7 +38,7 @@ import { deviceRoutes } from './devices/routes.js';
 import { credentialsRoutes } from './credentials/routes.js';
 import { channelRoutes } from './channels/routes.js';
 import { connectorRoutes } from './connectors/routes.js';
-import { commandRoutes } from './commands/routes.js';
+import { COMMAND_WAIT_MS, commandRoutes } from './commands/routes.js';
 import { integrationRoutes } from './integrations/routes.js';
 import { logRoutes } from './logs/routes.js';
 import { createSandbox } from '../sandbox/index.js';
@@ -49,7 +49,7 @@ import { GeofenceTracking } from '../reactors/geofences/tracking.js';
 import { MqttOutput } from '../reactors/channels/mqtt.js';
 import { HttpChannels } from '../reactors/channels/http.js';
 import { ChannelAccess } from '../reactors/channels/access.js';
-import { COMMAND_RETRY, CommandDelivery } from '../reactors/commands/delivery.js';
+import { COMMAND_RETRY, CommandDelivery, type CommandRetry } from '../reactors/commands/delivery.js';
 import { ExternalBrokers } from '../reactors/integrations/generic/external.js';
 import { panelRoutes } from './web.js';
 import { startCluster, type ClusterNode } from './cluster.js';
@@ -58,7 +58,7 @@ import { liveChannelRoutes } from './channels/live.js';
 import { createMetrics, metricsRoute , type Lagging } from './metrics.js';
 import { measuredStore } from '../domain/eventstore/measured.js';
 import { readsHeldBackBy } from '../domain/eventstore/horizon.js';
-import type { CheckpointedSubscriber, Lag, SubscriberState } from '../domain/eventstore/subscriber.js';
+import { STALLED_MS, type CheckpointedSubscriber, type Lag, type SubscriberState } from '../domain/eventstore/subscriber.js';
 import { ruleRoutes } from './rules/routes.js';
 import { deviceCommands } from './commands/send.js';
 import { RulesReactor } from '../reactors/rules/index.js';
@@ -92,6 +92,8 @@ export interface Platform {
   mqttTlsPort: number | null;
   /** The ingest decode stage: translator resolution and calls. */
   translation: Translation;
+  /** Resolves once every log entry of the data path written so far (ingest's, the translations') is appended to the store. */
+  logsWritten(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -223,6 +225,21 @@ export interface PlatformOptions {
   stopGraceMs?: number;
   /** Aborted: a start under way stops at its next step, stopping what it had started (a signal during start). */
   signal?: AbortSignal;
+  /** Command delivery's retry schedule and call time-out, over `COMMAND_RETRY` (tests shorten the waits between attempts). */
+  commandRetry?: Partial<CommandRetry>;
+  /** How long a command request waits for the network server's answer before it answers 202 `pending` (`COMMAND_WAIT_MS`). */
+  commandWaitMs?: number;
+  /** How long a follower's batch may be under way before health says it is not up (`STALLED_MS`). */
+  stalledMs?: number;
+  /** How long a transaction may hold the store's reads back before health and the log name it (`HELD_BACK_SECONDS`). */
+  heldBackSeconds?: number;
+  /** How often the log is told about such a transaction (`HORIZON_CHECK_MS`). */
+  horizonCheckMs?: number;
+  /**
+   * The longest the rules' schedule waits before it looks at the clock again (60 s): a `clock` a test moves
+   * forward reaches the schedule's next slot within it.
+   */
+  scheduleMaxWaitMs?: number;
 }
 
 /**
@@ -315,7 +332,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       if (lastLag && Date.now() - lastLag.at < LAG_REUSE_MS) return lastLag.states;
       const states = Promise.all(
         followers.map(async (f) => {
-          const state = f.state();
+          const state = f.state(Date.now(), options.stalledMs ?? STALLED_MS);
           const lag = state.role === 'leading' ? await settledWithin(f.lag(), HEALTH_CHECK_MS) : null;
           return [f.name, { ...state, ...(lag ? { lag: { events: lag.events, seconds: Math.round(lag.seconds * 10) / 10 } } : {}) }] as const;
         }),
@@ -324,17 +341,18 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       return states;
     };
     // The PostgreSQL store's reads stop before the oldest transaction still open on the server: one left open holds every follower back.
-    const heldBack = () => (store.kind === 'postgres' ? settledWithin(readsHeldBackBy(db, HELD_BACK_SECONDS), HEALTH_CHECK_MS) : Promise.resolve(null));
+    const heldBackSeconds = options.heldBackSeconds ?? HELD_BACK_SECONDS;
+    const heldBack = () => (store.kind === 'postgres' ? settledWithin(readsHeldBackBy(db, heldBackSeconds), HEALTH_CHECK_MS) : Promise.resolve(null));
     if (store.kind === 'postgres') {
       let told: string | null = null;
       const watch = setInterval(() => {
-        readsHeldBackBy(db, HELD_BACK_SECONDS).then((holder) => {
+        readsHeldBackBy(db, heldBackSeconds).then((holder) => {
           const who = holder && `${holder.pid ?? holder.prepared}`;
           if (holder && who !== told) log.warn({ holder }, 'the event store\'s reads are held back by a transaction left open on the PostgreSQL server: the read models and the reactors wait for it to end');
           else if (!holder && told) log.info('the event store\'s reads go on: the transaction that held them back has ended');
           told = who;
         }, () => undefined);
-      }, HORIZON_CHECK_MS);
+      }, options.horizonCheckMs ?? HORIZON_CHECK_MS);
       watch.unref();
       started.push(() => clearInterval(watch));
     }
@@ -347,7 +365,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       panel: panelRoutes(),
       direct: [integrations.direct],
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
-      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served, compileTemplateRules(openapi)), imageRoutes(served), geofenceRoutes(served, geometry), commandRoutes(served, ingest.registry, openapi, translation), deviceRoutes(served, ingest, geometry), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
+      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served, compileTemplateRules(openapi)), imageRoutes(served), geofenceRoutes(served, geometry), commandRoutes(served, ingest.registry, openapi, translation, options.commandWaitMs ?? COMMAND_WAIT_MS), deviceRoutes(served, ingest, geometry), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
       health: async () => {
         // A database that neither answers nor refuses (a pool waiting on dead connections) counts as down after
         // HEALTH_CHECK_MS, so health always answers and says what the node waits for.
@@ -394,6 +412,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     // What a channel's delivery checks: its creator's rights now, after the read models hold the batch's changes of rights.
     const channelDeps = { ...reactorDeps, principals, projections, clock: deps.clock };
     const calculations = new CalculationReactor({ store, db, log, projections, principals, clock: deps.clock, cluster: deps.cluster, windowReadings: config.calculationWindowReadings });
+    const commandRetry: CommandRetry = { ...COMMAND_RETRY, ...options.commandRetry };
     const reactors = [
       new MqttOutput(channelDeps, (topic, payload) => broker.publish(topic, payload, 1), () => broker.holdConsumers()),
       new HttpChannels(store, db, ingest.registry, ingest.logs, log, new ChannelAccess(channelDeps), undefined, deps.cluster, deps.outbound),
@@ -404,12 +423,12 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
         { ...reactorDeps, projections },
         (connector, topic, message, key) => {
           if (typeof connector.doc.basicCredentialsSetId === 'string') return broker.publish(topic, message, 1);
-          return externalBrokers.publish(connector.id, topic, message, key, COMMAND_RETRY.callTimeoutMs);
+          return externalBrokers.publish(connector.id, topic, message, key, commandRetry.callTimeoutMs);
         },
-        COMMAND_RETRY,
+        commandRetry,
         externalBrokers,
       ),
-      new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs),
+      new RulesReactor(deps, { send: deviceCommands(deps, ingest.registry, openapi, translation), publish: (topic, payload) => broker.publish(topic, payload, 1) }, ingest.logs, options.scheduleMaxWaitMs),
       calculations,
     ];
     for (const reactor of reactors) {
@@ -437,7 +456,10 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     const httpPort = (server.address() as AddressInfo).port;
     log.info({ port: httpPort }, 'HTTP listening');
 
-    return { deps, served, httpPort, mqttPort: broker.port, mqttTlsPort: broker.tlsPort, translation, stop: stopAll };
+    const logsWritten = async () => {
+      await Promise.all([ingest.logs.idle(), translation.logsWritten()]);
+    };
+    return { deps, served, httpPort, mqttPort: broker.port, mqttTlsPort: broker.tlsPort, translation, logsWritten, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

@@ -197,6 +197,11 @@ export class Translation implements Decoder {
     this.logs = new LogWriter(store, log);
   }
 
+  /** Resolves once every log entry the translations wrote so far is appended. */
+  logsWritten(): Promise<void> {
+    return this.logs.idle();
+  }
+
   async load(): Promise<void> {
     for (const r of await this.db.selectFrom('translators').selectAll().execute()) {
       this.putTranslator({ id: r.id, name: r.name, version: r.version, createdBy: r.created_by, match: r.match, spec: r.spec, code: r.code, parameters: r.parameters, fieldMap: r.field_map, unmapped: r.unmapped });

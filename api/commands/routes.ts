@@ -49,12 +49,12 @@ const ANSWERED = new Set<CommandStatus>(['queued', 'done', 'published', 'sent', 
  * (a connector's), the downlink queue of a device, one command's status, and
  * the integrations with the commands each takes. A command is stored as an
  * event, then delivered by the command reactor; the request waits (at most
- * `COMMAND_WAIT_MS`) for the network server's answer: 202 queued or done,
+ * `waitMs`, `COMMAND_WAIT_MS` by default) for the network server's answer: 202 queued or done,
  * 200 with the items for a read, 502 with the server's message for a
  * refusal, 202 `pending` when it could not answer yet (the reactor keeps
  * trying).
  */
-export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDocument, encoder: DownlinkEncoder): Router {
+export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDocument, encoder: DownlinkEncoder, waitMs = COMMAND_WAIT_MS): Router {
   const router = Router();
   const check = schemaChecks(openapi);
   const send = deviceCommands(deps, registry, openapi, encoder);
@@ -71,7 +71,7 @@ export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDo
   };
 
   const answer = async (res: import('express').Response, id: string, integration: string) => {
-    const row = await outcomeOf(id, COMMAND_WAIT_MS);
+    const row = await outcomeOf(id, waitMs);
     if (row.status === 'refused' || row.status === 'failed') throw new BadGatewayError(`ERR - ${integration} did not take the command: ${row.error ?? 'no reason given'} (command ${id})`);
     if (row.kind === 'read' && row.status === 'done') return res.status(200).json({ commandId: id, status: row.status, items: row.items ?? [] });
     if (row.kind === 'read') throw new BadGatewayError(`ERR - ${integration} did not answer in time: ${row.error ?? 'no answer yet'} (command ${id})`);
@@ -102,7 +102,7 @@ export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDo
       { publishTopic: spec?.kind === 'publish' ? publishTopicOf(connector.doc, String(data.mqttTopic)) : undefined },
     );
     await write(deps, context, commandStream(id), commandDecider, { type: 'RequestCommand', request });
-    const row = await outcomeOf(id, COMMAND_WAIT_MS);
+    const row = await outcomeOf(id, waitMs);
     if (row.status === 'refused' || row.status === 'failed') throw new BadGatewayError(`ERR - ${integration} did not take the command: ${row.error ?? 'no reason given'} (command ${id})`);
     res.status(202).json({ commandId: id, status: ANSWERED.has(row.status) ? (row.status === 'published' ? 'queued' : row.status) : 'pending', ...(request.publish ? { topic: request.publish.topic } : {}) });
   });

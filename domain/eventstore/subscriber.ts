@@ -126,14 +126,14 @@ export class CheckpointedSubscriber<DB> {
   /**
    * Whether it runs as it should here: a standby does (another node runs it); otherwise it must be
    * following the log, its last batch must not have failed, and its batch under way, if any, must not
-   * have run for `STALLED_MS` or more. `why` says what is wrong.
+   * have run for `stalledMs` (`STALLED_MS` by default) or more. `why` says what is wrong.
    */
-  state(now = Date.now()): SubscriberState {
+  state(now = Date.now(), stalledMs = STALLED_MS): SubscriberState {
     const role = this.role;
     if (role === 'standby') return { role, up: true };
     if (this.subscription === null) return { role, up: false, why: role === 'stopped' ? 'stopped' : 'not following the log yet' };
     if (this.lastError !== null) return { role, up: false, why: `its last batch failed: ${String((this.lastError as Error)?.message ?? this.lastError)}` };
-    if (this.busySince && now - this.busySince >= STALLED_MS) return { role, up: false, why: `a batch has been under way for ${Math.round((now - this.busySince) / 1000)} s` };
+    if (this.busySince && now - this.busySince >= stalledMs) return { role, up: false, why: `a batch has been under way for ${Math.round((now - this.busySince) / 1000)} s` };
     return { role, up: true };
   }
 

@@ -18,6 +18,8 @@ const PER_MINUTE_ALL_KINDS = 60;
  */
 export class LogWriter {
   private windows = new Map<string, { start: number; count: number; suppressed: number }>();
+  /** Appends under way. */
+  private readonly appending = new Set<Promise<void>>();
 
   constructor(
     private readonly store: EventStore,
@@ -53,9 +55,19 @@ export class LogWriter {
     return w;
   }
 
+  /** Resolves once every entry written so far is appended to the store, or its append has failed (and was reported). */
+  async idle(): Promise<void> {
+    while (this.appending.size > 0) await Promise.all(this.appending);
+  }
+
   private append(entry: LogEntry, now: Date): void {
     const context = { actor: 'system:ingest', correlationId: `log:${entry.resourceId}`, now: now.toISOString() };
-    writeLog(this.store, entry, context).catch((err) => this.log.error({ err, entry }, 'writing a log entry failed'));
+    const appended = writeLog(this.store, entry, context).then(
+      () => undefined,
+      (err) => this.log.error({ err, entry }, 'writing a log entry failed'),
+    );
+    this.appending.add(appended);
+    void appended.then(() => this.appending.delete(appended));
   }
 
   private prune(now: number): void {

@@ -23,7 +23,17 @@ export const COMMANDS_CHECKPOINT = 'commands';
  * each HTTP call to a network server waits at most 5 s. A read (`getDownlinks`)
  * is not retried: its answer is only worth something now.
  */
-export const COMMAND_RETRY = { delaysMs: [1_000, 5_000, 15_000, 60_000, 300_000], giveUpAfterMs: 24 * 3600_000, callTimeoutMs: 5_000, parallel: 8 };
+export const COMMAND_RETRY: CommandRetry = { delaysMs: [1_000, 5_000, 15_000, 60_000, 300_000], giveUpAfterMs: 24 * 3600_000, callTimeoutMs: 5_000, parallel: 8 };
+
+export interface CommandRetry {
+  /** The wait before each next attempt, by attempt; the last repeats. */
+  delaysMs: number[];
+  giveUpAfterMs: number;
+  /** How long one call to a network server or broker waits. */
+  callTimeoutMs: number;
+  /** Commands tried at a time. */
+  parallel: number;
+}
 
 const ACTOR = 'system:commands';
 
@@ -62,7 +72,7 @@ export class CommandDelivery {
   constructor(
     private readonly deps: { store: EventStore; db: Kysely<Database>; log: Logger; registry: Registry; logs: LogWriter; projections: { waitFor(position: Position, timeoutMs: number): Promise<void> }; clock?: () => Date; cluster?: SubscriberCluster | null; outbound: Fetch },
     private readonly publish: DownlinkContext['publish'],
-    private readonly retry = COMMAND_RETRY,
+    private readonly retry: CommandRetry = COMMAND_RETRY,
     /**
      * What downlinks leave through that must live where delivery leads: the connections to external brokers. In a
      * cluster they start and stop with this reactor's lead, so the node that sends a command holds its connection.

@@ -82,11 +82,13 @@ export class RulesReactor {
     private readonly deps: Deps,
     io: ActionIo,
     private readonly logs: LogWriter,
+    /** How long the schedule's clock waits at most before looking at the clock again (`Scheduler`'s `MAX_WAIT_MS`). */
+    scheduleMaxWaitMs?: number,
   ) {
     this.tracker = new ChangeTracker(deps.store, deps.db);
     this.rights = new OwnerRights(deps.db, deps.principals, deps.projections);
     this.actions = new RuleActions(deps, io, this.rights, (eventId, chain) => this.chains.set(eventId, chain), (runId) => this.chainOf(runId), () => this.subscriber.fence);
-    this.scheduler = new Scheduler(deps, this.index, (rule, nodeId, slot, missed) => this.fireSlot(rule, nodeId, slot, missed), () => this.subscriber.fence);
+    this.scheduler = new Scheduler(deps, this.index, (rule, nodeId, slot, missed) => this.fireSlot(rule, nodeId, slot, missed), () => this.subscriber.fence, scheduleMaxWaitMs);
     this.subscriber = new CheckpointedSubscriber<Database>({
       name: RULES_CHECKPOINT,
       store: deps.store,

@@ -8,7 +8,7 @@ import { SCHEDULE_CATCH_UP_MS, missedSlots, nextSlot } from '../../domain/rules/
 import type { RuleIndex, ScheduleEntry } from './ruleIndex.js';
 
 /** A timer never waits longer than this before looking at the clock again (clock changes, very distant slots). */
-const MAX_WAIT_MS = 60_000;
+export const MAX_WAIT_MS = 60_000;
 /** A slot whose run could not be stored is tried again this often, while it is within the catch-up window. */
 const RETRY_MS = 1_000;
 
@@ -38,6 +38,8 @@ export class Scheduler {
     private readonly fire: (rule: RunnableRule, nodeId: string, slot: Date, missed: number) => Promise<void>,
     /** Proves this node still keeps the clock (it leads the rules reactor; always, in a single process). */
     private readonly fence: () => Fence,
+    /** The longest a timer waits before looking at the clock again (`MAX_WAIT_MS`): a clock moved forward is seen within it. */
+    private readonly maxWaitMs = MAX_WAIT_MS,
   ) {}
 
   /** Catches up and starts the clock; again after a `stop` (in a cluster: each time this node takes the lead of the rules). */
@@ -82,7 +84,7 @@ export class Scheduler {
     this.timer = null;
     if (this.stopped || this.next.size === 0) return;
     const soonest = Math.min(...[...this.next.values()].map((n) => n.at.getTime()));
-    const wait = Math.max(0, Math.min(MAX_WAIT_MS, soonest - this.deps.clock().getTime()));
+    const wait = Math.max(0, Math.min(this.maxWaitMs, soonest - this.deps.clock().getTime()));
     this.timer = setTimeout(() => {
       this.busy = this.busy.then(() => this.tick());
     }, wait);

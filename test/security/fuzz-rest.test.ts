@@ -103,6 +103,8 @@ interface World {
   answers: Map<string, number[]>;
   requests: number;
   started: number;
+  /** Arbitraries built from the world, by what they were built from (`idsOf`, `schemaArbitraries`). */
+  memo: { ids: Map<string, fc.Arbitrary<string>>; schemas: Map<string, SchemaArbitraries> };
 }
 
 const fuzz = suite<World>('REST fuzzing from the OpenAPI document');
@@ -138,6 +140,7 @@ fuzz.before(async (w) => {
   w.requests = 0;
   w.owned = Object.fromEntries(KINDS.map((k) => [k, { admin: [] as string[], tenant: [] as string[], other: [] as string[] }])) as unknown as World['owned'];
   w.children = new Map();
+  w.memo = { ids: new Map(), schemas: new Map() };
   w.topics = [];
   w.translators = [];
   w.webhooks = [];
@@ -271,16 +274,33 @@ fuzz.after(async (w) => {
   await w.ns?.stop();
 });
 
+/*
+ * Made-up ids and names, built once: `fc.stringMatching` does real work when it is built, and arbitraries are pure,
+ * so sharing one gives the same values.
+ */
+const MADE_UUID = fc.uuid();
+const MADE_ROLE_NAME = fc.stringMatching(/^[A-Za-z][A-Za-z0-9_.-]{0,20}$/);
+const MADE_HEX_ID = fc.stringMatching(/^[0-9a-f]{24}$/);
+const EDGE_HEX_IDS = fc.constantFrom('ffffffffffffffffffffffff', '000000000000000000000000', 'FFFFFFFFFFFFFFFFFFFFFFFF');
+const TOPIC_LEVEL = fc.stringMatching(/^[a-z0-9-]{1,10}$/);
+const MADE_TRANSLATOR_NAME = fc.stringMatching(/^[a-z][a-z0-9]{0,8}(-[a-z0-9]{1,4})?$/);
+
 /** Ids of a kind: the caller's own, someone else's, and made up. */
 function idsOf(w: World, kind: Kind | 'any', caller: Caller): fc.Arbitrary<string> {
   const kinds = kind === 'any' ? KINDS.filter((k) => k !== 'role') : [kind];
   const mine = kinds.flatMap((k) => w.owned[k][caller]);
   const others = kinds.flatMap((k) => (Object.keys(w.owned[k]) as Owner[]).filter((o) => o !== caller).flatMap((o) => w.owned[k][o]));
-  const made = kind === 'user' ? fc.uuid() : kind === 'role' ? fc.stringMatching(/^[A-Za-z][A-Za-z0-9_.-]{0,20}$/) : fc.stringMatching(/^[0-9a-f]{24}$/);
-  const options: fc.WeightedArbitrary<string>[] = [{ arbitrary: made, weight: 1 }, { arbitrary: fc.constantFrom('ffffffffffffffffffffffff', '000000000000000000000000', 'FFFFFFFFFFFFFFFFFFFFFFFF'), weight: 1 }];
+  // Kept by everything it is made of, so an id replaced in `owned` (restoreCallers) gives a new one.
+  const key = JSON.stringify([kind, mine, others]);
+  const known = w.memo.ids.get(key);
+  if (known) return known;
+  const made = kind === 'user' ? MADE_UUID : kind === 'role' ? MADE_ROLE_NAME : MADE_HEX_ID;
+  const options: fc.WeightedArbitrary<string>[] = [{ arbitrary: made, weight: 1 }, { arbitrary: EDGE_HEX_IDS, weight: 1 }];
   if (mine.length) options.push({ arbitrary: fc.constantFrom(...mine), weight: 4 });
   if (others.length) options.push({ arbitrary: fc.constantFrom(...others), weight: 3 });
-  return fc.oneof(...options);
+  const ids = fc.oneof(...options);
+  w.memo.ids.set(key, ids);
+  return ids;
 }
 
 const TEMPLATE_PARAM = /\{([^}]+)\}/g;
@@ -293,12 +313,20 @@ function pathParamKind(op: Op, name: string): Kind | 'any' {
 
 /** The arbitraries of the document's schemas, with real ids, topics and the like mixed in where the document names them. */
 function schemaArbitraries(w: World, caller: Caller): SchemaArbitraries {
+  // Kept by what they are made of that can change between operations: the ids in `owned` and the caller's password.
+  const key = JSON.stringify([caller, w.callers[caller].password, w.owned]);
+  let arbs = w.memo.schemas.get(key);
+  if (!arbs) w.memo.schemas.set(key, (arbs = buildSchemaArbitraries(w, caller)));
+  return arbs;
+}
+
+function buildSchemaArbitraries(w: World, caller: Caller): SchemaArbitraries {
   const allIds = idsOf(w, 'any', caller);
   const userIds = idsOf(w, 'user', caller);
   const resourceTypes = fc.constantFrom('device', 'dashboard', 'geofence', 'image', 'credentialsSet', 'reservedTopic', 'deviceGroup', 'usergroup', 'channel', 'connector', 'translator');
   const square = fc.tuple(fc.double({ min: -179, max: 178, noNaN: true }), fc.double({ min: -89, max: 88, noNaN: true }), fc.constantFrom(1e-9, 0.001, 0.5, 1)).map(([x, y, d]) => [[x, y], [x + d, y], [x + d, y + d], [x, y + d], [x, y]]);
   const semver = fc.tuple(fc.nat(3), fc.nat(3), fc.nat(3)).map((v) => v.join('.'));
-  const topicLevel = fc.stringMatching(/^[a-z0-9-]{1,10}$/);
+  const topicLevel = TOPIC_LEVEL;
   const odd = fc.constantFrom(...ODD_TEXT);
   return new SchemaArbitraries(w.doc, {
     named: {
@@ -309,7 +337,7 @@ function schemaArbitraries(w: World, caller: Caller): SchemaArbitraries {
       GeofenceRing: square,
       GeoPosition: fc.tuple(fc.double({ min: -180, max: 180, noNaN: true }), fc.double({ min: -90, max: 90, noNaN: true })),
       TranslatorVersion: semver,
-      TranslatorName: fc.oneof(fc.constantFrom(...w.translators), fc.stringMatching(/^[a-z][a-z0-9]{0,8}(-[a-z0-9]{1,4})?$/)),
+      TranslatorName: fc.oneof(fc.constantFrom(...w.translators), MADE_TRANSLATOR_NAME),
       // Exactly one target and one protocol, as the document requires of a channel.
       ChannelCreate: (arbs) => {
         const { schema } = arbs.resolve({ $ref: '#/components/schemas/ChannelCreate' });

@@ -13,7 +13,9 @@ export const NODE_SECRET = 'cluster-test-secret-that-is-long-enough-0123456789';
 
 /**
  * A platform node: `node --import tsx api/main.ts` as a process of its own,
- * as an operator runs one, with every JSON log line kept.
+ * as an operator runs one, with every JSON log line kept. With `movableClock`,
+ * the same process with a clock the test moves forward (`advanceClock`,
+ * test/support/clocked-node.ts).
  */
 export class PlatformNode {
   child!: ChildProcess;
@@ -22,10 +24,13 @@ export class PlatformNode {
   readonly logs: Record<string, any>[] = [];
   token = '';
   private expectedExit = false;
+  /** How far the node's clock was moved ahead of the real time. */
+  private clockOffset = 0;
 
   constructor(
     readonly name: string,
     private readonly env: Record<string, string>,
+    private readonly options: { movableClock?: boolean } = {},
   ) {}
 
   get base(): string {
@@ -41,7 +46,9 @@ export class PlatformNode {
     this.http = 0;
     this.mqtt = 0;
     const env = { PORT: '0', MQTT_PORT: '0', DATA_DIR: mkdtempSync(join(tmpdir(), 'node-')), JWT_SECRET: NODE_SECRET, ADMIN_USERNAME: NODE_ADMIN.username, ADMIN_PASSWORD: NODE_ADMIN.password, LOG_LEVEL: 'info', NODE_NAME: this.name, OUTBOUND_TARGETS: 'any', ...this.env };
-    this.child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const movable = this.options.movableClock === true;
+    this.clockOffset = 0;
+    this.child = spawn(process.execPath, ['--import', 'tsx', movable ? 'test/support/clocked-node.ts' : 'api/main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: movable ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'] });
     let errors = '';
     this.child.stderr!.on('data', (d) => (errors = (errors + d).slice(-20_000)));
     this.expectedExit = false;
@@ -73,6 +80,20 @@ export class PlatformNode {
     });
     this.token = (await this.call<{ token: string }>('POST', '/api/auth/local', NODE_ADMIN, null)).body.token;
     return this;
+  }
+
+  /** The node's clock, in milliseconds: the real time, plus what `advanceClock` moved it by. */
+  now(): number {
+    return Date.now() + this.clockOffset;
+  }
+
+  /** Moves the node's clock (a node started with `movableClock`) forward by `ms`; resolves once the platform's clock has moved. */
+  async advanceClock(ms: number): Promise<void> {
+    if (!this.options.movableClock) throw new Error(`node ${this.name} was not started with a movable clock`);
+    const moved = new Promise<void>((resolve) => this.child.once('message', () => resolve()));
+    this.child.send({ advance: ms });
+    await moved;
+    this.clockOffset += ms;
   }
 
   /** A REST call as the admin (or `token`). */

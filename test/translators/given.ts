@@ -80,10 +80,12 @@ export function logsAtLeast(t: TestPlatform, resourceId: string, count: number):
 
 /**
  * Lets asynchronous log writes land before asserting that none was written:
- * a log entry is appended shortly after the translation that caused it, and
- * the read models then include everything stored by that time.
+ * a translation writes its log entries before its report is stored (so before
+ * the uplink is answered or the device shows it), and they are appended
+ * shortly after; once every entry written is appended, the read models then
+ * include everything stored by that time.
  */
 export async function settle(t: TestPlatform): Promise<void> {
-  await new Promise((r) => setTimeout(r, 300));
+  await t.platform.logsWritten();
   await projected(t);
 }
