@@ -128,10 +128,6 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
           // (in the read model, or on a candidate's stream while the read model has yet to show it) instead of moving
           // the next command that matches: recorded once, answered as the first delivery was.
           const outcomeId = event.messageId ? derivedId('downlink outcome', connector.id, event.type, event.messageId) : undefined;
-          if (outcomeId && (await deps.db.selectFrom('command_outcomes').select('id').where('id', '=', outcomeId).executeTakeFirst())) {
-            stored++;
-            break;
-          }
           // A command id the network server carries back must still name a command of this connector.
           const mine = deps.db.selectFrom('commands').select('id').where('connector_id', '=', connector.id);
           const candidates = event.commandId
@@ -141,6 +137,13 @@ function webhook(deps: Deps, ingest: Ingest): (call: DirectCall) => Promise<{ st
               : event.match
                 ? await downlinksMatching(deps, connector.id, deviceId, event.match)
                 : [];
+          // Looked up after the candidates, never before: the read model records an outcome and moves its command in one
+          // transaction, so a repeat either finds the outcome here or still has its command among the candidates (whose
+          // stream shows the outcome below). Looked up before, a repeat could miss both and record it on the next command.
+          if (outcomeId && (await deps.db.selectFrom('command_outcomes').select('id').where('id', '=', outcomeId).executeTakeFirst())) {
+            stored++;
+            break;
+          }
           let recorded = false;
           // The first candidate whose stream takes the event: one another event already moved changes nothing, so the next is tried.
           for (const commandId of candidates) {
