@@ -1,10 +1,10 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { sql } from 'kysely';
 import { pino } from 'pino';
 import { rebuild } from '../../projections/rebuild.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { eventually } from '../ingest/support.js';
+import { whileLocked } from '../support/locked.js';
 
 /** An image's bytes leave with its deletion event, however the request that stored it ended. */
 const deletion = suite<{ t: TestPlatform }>('images: deleting the bytes');
@@ -30,24 +30,7 @@ async function uploaded(t: TestPlatform): Promise<string> {
 }
 
 /** Runs `during` while another transaction holds the `images` table, so the read models cannot apply an image's events; then lets them. */
-async function whileImagesHeld<T>(t: TestPlatform, during: () => Promise<T>): Promise<T> {
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  let locked!: () => void;
-  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-  const holder = t.platform.deps.db.transaction().execute(async (trx) => {
-    await sql`LOCK TABLE images IN EXCLUSIVE MODE`.execute(trx);
-    locked();
-    await held;
-  });
-  await lockTaken;
-  try {
-    return await during();
-  } finally {
-    release();
-    await holder;
-  }
-}
+const whileImagesHeld = <T>(t: TestPlatform, during: () => Promise<T>): Promise<T> => whileLocked(t.platform.deps.db, 'images', during);
 
 const blobsOf = async (t: TestPlatform, id: string) => (await t.platform.deps.db.selectFrom('image_blobs').select('image_id').where('image_id', '=', id).execute()).length;
 

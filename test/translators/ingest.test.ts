@@ -1,13 +1,13 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { pino } from 'pino';
-import { sql } from 'kysely';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { givenUser } from '../users/given.js';
 import { connectMqtt, deviceOf, eventually, givenProvider, publish, type Provider } from '../ingest/support.js';
 import { rebuild } from '../../projections/rebuild.js';
 import { refusing } from '../support/refusing.js';
 import { climateHex, climateSensor, dailyTemperature, deviceWhen, gateway, givenDevice, givenTranslator, logsAtLeast, logsOf, settle, uplink } from './given.js';
+import { whileLocked } from '../support/locked.js';
 
 const ROOT = 'svc/generic/v2/translators';
 
@@ -15,24 +15,7 @@ const ROOT = 'svc/generic/v2/translators';
  * Runs `during` while another transaction holds `es.events`, so ingest's
  * appends wait (reads go on), then lets them through.
  */
-async function whileAppendsWait<T>(t: TestPlatform, during: () => Promise<T>): Promise<T> {
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  let locked!: () => void;
-  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-  const holder = t.platform.deps.db.transaction().execute(async (trx) => {
-    await sql`LOCK TABLE es.events IN EXCLUSIVE MODE`.execute(trx);
-    locked();
-    await held;
-  });
-  await lockTaken;
-  try {
-    return await during();
-  } finally {
-    release();
-    await holder;
-  }
-}
+const whileAppendsWait = <T>(t: TestPlatform, during: () => Promise<T>): Promise<T> => whileLocked(t.platform.deps.db, 'es.events', during);
 
 const ingest = suite<{ t: TestPlatform; p: Provider }>('Translators at ingest: decoding over MQTT and HTTP');
 
