@@ -60,38 +60,30 @@ export class Locks {
     }
     // The caller is answered as soon as `fn` settles; a holder whose write is not yet in the read models keeps the
     // lock (and its turn) after that, until the write is in them.
-    let answer!: { value: T } | { error: unknown };
-    let answered!: () => void;
-    const settled = new Promise<void>((resolve) => (answered = resolve));
-    const held = this.db
-      .connection()
-      .execute(async (conn) => {
-        await sql`SELECT pg_advisory_lock(hashtext(${name}))`.execute(conn);
-        try {
-          answer = { value: await fn() };
-          answered();
-        } catch (error) {
-          answer = { error };
-          answered();
-          if (error instanceof StoredNotVisibleError) await this.holdUntilVisible(name, error.position);
-        } finally {
-          await sql`SELECT pg_advisory_unlock(hashtext(${name}))`.execute(conn);
-        }
-      })
-      .catch((error: unknown) => {
-        // The lock was never taken (no connection, the wait stopped at the statement timeout) or could not be let go (the connection broke, which lets it go).
-        if (!answer) {
-          answer = { error };
-          answered();
-        } else {
-          this.log.warn({ err: error, lock: name }, 'letting go of a lock failed; its connection is gone, and the lock with it');
-        }
-      })
-      .finally(end);
-    void held;
-    await settled;
-    if ('error' in answer) throw answer.error;
-    return answer.value;
+    return new Promise<T>((resolve, reject) => {
+      let answered = false;
+      void this.db
+        .connection()
+        .execute(async (conn) => {
+          await sql`SELECT pg_advisory_lock(hashtext(${name}))`.execute(conn);
+          try {
+            answered = true;
+            resolve(await fn());
+          } catch (error) {
+            reject(error);
+            if (error instanceof StoredNotVisibleError) await this.holdUntilVisible(name, error.position);
+          } finally {
+            await sql`SELECT pg_advisory_unlock(hashtext(${name}))`.execute(conn);
+          }
+        })
+        .catch((error: unknown) => {
+          // Before `fn`: the lock was never taken (no connection, the wait stopped at the statement timeout). After it:
+          // the lock could not be let go, because its connection broke, which lets it go.
+          if (!answered) reject(error);
+          else this.log.warn({ err: error, lock: name }, 'letting go of a lock failed; its connection is gone, and the lock with it');
+        })
+        .finally(end);
+    });
   }
 
   private async holdUntilVisible(name: string, position: Position): Promise<void> {
