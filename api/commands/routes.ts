@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import type { Deps } from '../deps.js';
-import { requestContext, write } from '../deps.js';
+import { readModelsInclude, requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
 import { BadGatewayError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
@@ -81,7 +81,7 @@ export function commandRoutes(deps: Deps, registry: Registry, openapi: OpenApiDo
   router.put('/api/iotnodes/command', async (req, res) => {
     const context = requestContext(deps, req);
     const sent = await send(principalOf(req), req.body as DeviceCommandInput, context, newResourceId());
-    if (sent.handled.result) await deps.projections.waitFor(sent.handled.result.position, deps.config.projectionWaitMs);
+    if (sent.handled.result) await readModelsInclude(deps, sent.handled.result.position);
     await answer(res, sent.id, sent.integration);
   });
 

@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import { sql, type Expression, type SqlBool } from 'kysely';
 import type { Deps } from '../deps.js';
-import { requestContext, write } from '../deps.js';
+import { readModelsInclude, requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, requireReference, scopesOn } from '../access.js';
 import type { Principal } from '../auth/principal.js';
@@ -62,7 +62,7 @@ async function writeDevice(deps: Deps, ingest: Ingest, principal: Principal, con
     if (handled.result && typeof secret === 'string') ingest.registry.putSecret(id, secret);
     return handled.result;
   });
-  if (result) await deps.projections.waitFor(result.position, deps.config.projectionWaitMs);
+  if (result) await readModelsInclude(deps, result.position);
 }
 
 /** A device's decider state as of its read-model row, for `UpdateDevice` and `DeleteDevice` (see `deviceAsRead`). */

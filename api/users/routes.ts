@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
-import { requestContext, write } from '../deps.js';
+import { readModelsInclude, requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { isAdmin, type Principal } from '../auth/principal.js';
 import { createUser } from './create.js';
@@ -105,7 +105,7 @@ export function userRoutes(deps: Deps): Router {
     const deleted = await handle(deps.store, userStream(id), userDecider, { type: 'DeleteUser', id, at: context.now }, context);
     const released = await handle(deps.store, usernameStream(row.username), usernameDecider, { type: 'Release', username: row.username, userId: id }, context);
     const last = released.result ?? deleted.result;
-    if (last) await deps.projections.waitFor(last.position, deps.config.projectionWaitMs);
+    if (last) await readModelsInclude(deps, last.position);
     res.status(204).end();
   });
 
