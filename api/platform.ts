@@ -30,6 +30,7 @@ import { createPostgresStore } from '../domain/eventstore/postgres.js';
 import { createEsdbStore } from '../domain/eventstore/esdb.js';
 import type { EventStore } from '../domain/eventstore/port.js';
 import { versioned } from '../domain/eventstore/versioned.js';
+import { readingThrough } from '../domain/eventstore/readingThrough.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { allProjections } from '../projections/index.js';
 import type { Database } from '../projections/database.js';
@@ -145,22 +146,6 @@ export function openPool(url: string, max: number, log: Logger, name = 'platform
   pool.on('error', (err) => log.error({ err }, 'idle database connection failed'));
   pool.on('connect', (client) => client.on('error', (err) => log.warn({ err: err.message }, 'a database connection in use failed')));
   return pool;
-}
-
-/** `store`, its reads made through `reads` (another connection pool to the same store); appends and subscriptions stay `store`'s. */
-export function readingThrough(store: EventStore, reads: EventStore): EventStore {
-  return {
-    kind: store.kind,
-    append: (streamId, events, expected) => store.append(streamId, events, expected),
-    ...(store.appendMany ? { appendMany: store.appendMany.bind(store) } : {}),
-    readStream: (streamId, options) => reads.readStream(streamId, options),
-    ...(reads.readStreams ? { readStreams: reads.readStreams.bind(reads) } : {}),
-    readAll: (options) => reads.readAll(options),
-    ...(reads.countAfter ? { countAfter: reads.countAfter.bind(reads) } : {}),
-    ...(reads.readFiltered ? { readFiltered: reads.readFiltered.bind(reads) } : {}),
-    subscribe: (options, handler) => store.subscribe(options, handler),
-    close: () => store.close(),
-  };
 }
 
 /** What a pool serving requests bounds: each statement's time on the server, and the wait for a connection (one free in the pool, or a new one). */
