@@ -465,7 +465,7 @@ export class IngestPipeline {
       // Only reports on the device's own topic are decoded; a device created by this very message has no translator yet.
       const decoding = path.length > 0 ? null : m.ahead?.deviceId === deviceId ? m.ahead.decoding : this.decoder?.decode(deviceId, m.payload, m.receivedAt);
       const decoded = decoding ? await decoding : null;
-      if (decoded) this.decoder!.settled(decoded);
+      if (decoded) this.decoder!.settled(decoded, m.receivedAt);
       const report = decideUplink({ type: 'ReportDevice', id: deviceId, source: m.topic, path, payload: decoded?.payload ?? m.payload, updates: decoded?.updates ?? [], reportedAt: m.receivedAt });
       if (report.ignored.length) {
         this.logs.write({

@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { EventStore } from '../domain/eventstore/port.js';
 import type { RecordedEvent } from '../domain/shared/events.js';
-import { applyReport, evolveDoc, foldReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
+import { evolveDoc, foldReport, reportableFields, type DeviceDoc, type DeviceEvent } from '../domain/devices/device.js';
 import { TRANSLATOR_ERROR_RETENTION_MS } from '../domain/logs/logEntry.js';
 import { defaultParameters, type ParameterSpec, type TranslatorEvent } from '../domain/translators/translator.js';
 import { preferencesOf, resolveModel, resolvePreference, type Candidate, type TranslatorPreference } from '../domain/translators/preferences.js';
@@ -37,7 +37,7 @@ export interface Decoder {
    * copies of its sub-devices that chained translators read get their
    * updates now, not when it was decoded (which may be ahead of its turn).
    */
-  settled(decoded: Decoded): void;
+  settled(decoded: Decoded, receivedAt: string): void;
   /** The reports decoded for these devices were not stored after all. */
   forget(deviceIds: Iterable<string>): void;
 }
@@ -279,10 +279,10 @@ export class Translation implements Decoder {
     });
   }
 
-  settled(decoded: Decoded): void {
+  settled(decoded: Decoded, receivedAt: string): void {
     for (const { deviceId, payload } of decoded.updates) {
       const cached = this.docs.get(deviceId);
-      if (cached) this.docs.set(deviceId, applyReport(cached, [], payload));
+      if (cached) this.docs.set(deviceId, foldReport(cached, deviceId, payload, receivedAt));
     }
   }
 

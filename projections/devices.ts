@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { RecordedEvent } from '../domain/shared/events.js';
-import { evolveDoc, type DeviceDoc, type DeviceEvent, type DeviceState } from '../domain/devices/device.js';
+import { evolveDoc, reported, type DeviceDoc, type DeviceEvent, type DeviceState } from '../domain/devices/device.js';
 import type { Database } from './database.js';
 import { cutText } from '../domain/shared/json.js';
 import { jsonbArray } from '../domain/shared/jsonb.js';
@@ -203,10 +203,12 @@ function fold(events: (RecordedEvent & DeviceEvent)[], rows: Map<string, Row>, o
       out.deleted.add(id);
       continue;
     }
-    row.doc = evolveDoc(row.doc, event);
+    // A report the document refuses (`reported`: past `DOC_LIMITS`) keeps no history either: the device never had those values.
+    const report = event.type === 'DeviceReported' ? reported(row.doc, event.data) : null;
+    row.doc = report ? report.doc : evolveDoc(row.doc, event);
     row.changed = true;
     if (event.revision % SNAPSHOT_EVERY === 0) out.snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
-    if (event.type === 'DeviceReported') {
+    if (event.type === 'DeviceReported' && !report!.refused) {
       const values = historyValues(event.data.path, event.data.payload);
       for (const fields of historyRows(values)) {
         out.history.device.push(id);

@@ -30,7 +30,7 @@ export function uplinkRoutes(deps: Deps, ingest: Ingest, translation: Translatio
       const exists = await deps.db.selectFrom('devices').select('id').where('id', '=', id).executeTakeFirst();
       if (!exists) throw new NotFoundError(DEVICE_NOT_FOUND);
       const decoded = (await translation.decode(id, body, context.now)) ?? { payload: body, updates: [] };
-      translation.settled(decoded);
+      translation.settled(decoded, context.now);
       // The device's report and its sub-devices' (a gateway's `additionalDeviceUpdates`) are one decision, stored in
       // one append as ingest stores them: all or none, so a failure leaves nothing for a retry to double.
       const { appends } = decideUplink({ type: 'ReportDevice', id, source: `/api/iotnodes/${id}/uplinks`, path: [], payload: decoded.payload, updates: decoded.updates, reportedAt: context.now });

@@ -4,6 +4,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.
 import { isResourceId } from '../shared/ids.js';
 import { SCOPES, type Scope } from '../access/scopes.js';
 import { DEV_EUI, normalizeDevEui } from '../integrations/catalog.js';
+import { limitMessage, limitPassed } from './size.js';
 
 /**
  * A device (iotnode): an open record. A few fields are fixed (`name`,
@@ -265,13 +266,8 @@ export function evolveDoc(doc: DeviceDoc, event: DeviceEvent): DeviceDoc {
       for (const k of event.data.unset) delete next[k];
       return touched(doc, next, event.data.at);
     }
-    case 'DeviceReported': {
-      const applied = applyReport(doc, event.data.path, event.data.payload);
-      // A copy when the report changed nothing: a document once folded is never changed in place (read models keep them).
-      const next = applied === doc ? { ...doc } : applied;
-      next.reportedAt = event.data.reportedAt;
-      return touched(doc, next, event.data.reportedAt);
-    }
+    case 'DeviceReported':
+      return reported(doc, event.data).doc;
     case 'DeviceClaimed':
     case 'DeviceDeleted':
       return doc;
@@ -280,6 +276,31 @@ export function evolveDoc(doc: DeviceDoc, event: DeviceEvent): DeviceDoc {
       return _;
     }
   }
+}
+
+/**
+ * The document after a report, or the document as it was when the report
+ * would take it past `DOC_LIMITS` (`refused` then names the limit): the whole
+ * report is left out, `reportedAt` included. Decided here, in the fold every
+ * reader of devices shares, because a report is decided without reading its
+ * device (ingest knows only that it exists): the read model, time travel, the
+ * output topics and the translators' cache all leave out the same reports.
+ */
+export function reported(doc: DeviceDoc, data: { path: string[]; payload: DeviceDoc; reportedAt: string }): { doc: DeviceDoc; refused: 'fields' | 'bytes' | null } {
+  const applied = applyReport(doc, data.path, data.payload);
+  // A copy when the report changed nothing: a document once folded is never changed in place (read models keep them).
+  const next = applied === doc ? { ...doc } : applied;
+  next.reportedAt = data.reportedAt;
+  const after = touched(doc, next, data.reportedAt);
+  const changed = data.path.length ? [data.path[0]!, 'reportedAt', 'updatedAt'] : [...Object.keys(data.payload), 'reportedAt', 'updatedAt'];
+  const refused = limitPassed(doc, after, changed);
+  return refused ? { doc, refused } : { doc: after, refused: null };
+}
+
+/** ERR text of a REST write that would take a device's document past `DOC_LIMITS`, or null. */
+export function oversizeProblem(before: DeviceDoc, after: DeviceDoc, keys: Iterable<string>): string | null {
+  const passed = limitPassed(before, after, keys);
+  return passed ? `ERR - iotnode ${limitMessage(passed)}` : null;
 }
 
 /** A device's document through its life, as the devices read model holds it. */
@@ -323,6 +344,8 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
       const routing = rabbitRouting(command.id);
       const { set } = clientFields(command.fields, true, { rabbitRouting: routing });
       const doc = { ...set, rabbitRouting: routing };
+      const oversize = oversizeProblem({}, doc, Object.keys(doc));
+      if (oversize) throw new ValidationError(oversize);
       return [{ type: 'DeviceRegistered', data: { id: command.id, createdBy: command.createdBy, doc, at: command.at } }];
     }
     if (state.status !== 'active') throw new NotFoundError(DEVICE_NOT_FOUND);
@@ -334,6 +357,10 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
         const present = unset.filter((k) => k in state.doc);
         const changed = Object.entries(set).some(([k, v]) => !jsonEqual(state.doc[k], v));
         if (!changed && present.length === 0) return [];
+        const next = { ...state.doc, ...set };
+        for (const k of present) delete next[k];
+        const oversize = oversizeProblem(state.doc, next, [...Object.keys(set), ...present]);
+        if (oversize) throw new ValidationError(oversize);
         return [{ type: 'DeviceUpdated', data: { id: command.id, set, unset: present, at: command.at } }];
       }
       case 'ClaimDevice': {
