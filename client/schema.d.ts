@@ -4325,7 +4325,13 @@ export interface components {
       [key: string]: unknown;
     };
     DeviceCreate: components["schemas"]["DeviceWrite"] & Record<string, unknown>;
-    /** @description An iotnode; every field a device reported is a top-level field. */
+    /**
+     * @description An iotnode; every field a device reported is a top-level field. Its document holds at most 1,000 fields
+     * (object keys at every depth) and about 1 MiB of JSON: a REST write that would take it past either answers
+     * 422 (`ERR - iotnode would hold more than 1000 fields`, `ERR - iotnode would be larger than 1048576 bytes of
+     * JSON`), and a device's report that would is left out of the document and its history, with an entry in the
+     * device's log (at most one a minute).
+     */
     Device: {
       _id: components["schemas"]["Id"];
       name: string;

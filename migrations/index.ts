@@ -21,6 +21,7 @@ import * as historyPerReport from './0053_history_per_report.js';
 import * as usernameKey from './0054_username_key.js';
 import * as userTokenVersion from './0055_user_token_version.js';
 import * as commandOutcomes from './0056_command_outcomes.js';
+import * as deviceRefusals from './0057_device_refusals.js';
 
 /**
  * Every migration, in order. Names sort by their number; add a new one at the
@@ -49,6 +50,7 @@ export const migrations: Record<string, Migration> = {
   '0054_username_key': usernameKey,
   '0055_user_token_version': userTokenVersion,
   '0056_command_outcomes': commandOutcomes,
+  '0057_device_refusals': deviceRefusals,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import type { RecordedEvent } from '../domain/shared/events.js';
+import type { Position, RecordedEvent } from '../domain/shared/events.js';
 import { evolveDoc, reported, type DeviceDoc, type DeviceEvent, type DeviceState } from '../domain/devices/device.js';
 import type { Database } from './database.js';
 import { cutText } from '../domain/shared/json.js';
@@ -48,7 +48,22 @@ export interface DeviceSnapshotsTable {
 /** A snapshot is kept every this many events of a device's stream. */
 export const SNAPSHOT_EVERY = 500;
 
+/**
+ * A report the device's document left out (`reported`: past `DOC_LIMITS`), at most one a minute per device by
+ * the reports' times; the logs projection logs each row of its batch on the device.
+ */
+export interface DeviceRefusalsTable {
+  event_id: string;
+  device_id: string;
+  topic: string;
+  limit_passed: 'fields' | 'bytes';
+  time: Date;
+  commit_position: string;
+  prepare_position: string;
+}
+
 export interface DevicesTables {
+  device_refusals: DeviceRefusalsTable;
   device_snapshots: DeviceSnapshotsTable;
   devices: DevicesTable;
   device_history: DeviceHistoryTable;
@@ -162,9 +177,20 @@ interface Remembered {
   fields: Set<string>;
 }
 
+/** A report the document left out, as `device_refusals` keeps it. */
+interface Refusal {
+  eventId: string;
+  deviceId: string;
+  topic: string;
+  limit: 'fields' | 'bytes';
+  time: string;
+  position: Position;
+}
+
 /** What a batch's events leave to write besides the device rows. */
 interface Folded {
   history: HistoryRows;
+  refusals: Refusal[];
   snapshots: { d: string; r: number; t: string; doc: DeviceDoc }[];
   deleted: Set<string>;
 }
@@ -208,6 +234,10 @@ function fold(events: (RecordedEvent & DeviceEvent)[], rows: Map<string, Row>, o
     row.doc = report ? report.doc : evolveDoc(row.doc, event);
     row.changed = true;
     if (event.revision % SNAPSHOT_EVERY === 0) out.snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
+    if (report?.refused) {
+      const { topic, reportedAt } = (event as RecordedEvent & DeviceEvent & { type: 'DeviceReported' }).data;
+      out.refusals.push({ eventId: event.id, deviceId: id, topic, limit: report.refused, time: reportedAt, position: event.position });
+    }
     if (event.type === 'DeviceReported' && !report!.refused) {
       const values = historyValues(event.data.path, event.data.payload);
       for (const fields of historyRows(values)) {
@@ -230,6 +260,7 @@ function without(out: Folded, gone: Set<string>): Folded {
       fields: out.history.fields.filter((_f, i) => keep[i]),
       paths: out.history.paths.filter(([d]) => !gone.has(d)),
     },
+    refusals: out.refusals.filter((r) => !gone.has(r.deviceId)),
     snapshots: out.snapshots.filter((s) => !gone.has(s.d)),
     deleted: out.deleted,
   };
@@ -262,14 +293,14 @@ export function devicesProjection(): Projection {
 
   return {
     name: 'devices',
-    tables: ['device_snapshots', 'device_history_fields', 'device_history', 'devices'],
+    tables: ['device_refusals', 'device_snapshots', 'device_history_fields', 'device_history', 'devices'],
     async apply(tx: Transaction<Database>, batch: RecordedEvent[]) {
       learned = new Map();
       const events = batch.filter((e) => DEVICE_EVENTS.has(e.type)) as (RecordedEvent & DeviceEvent)[];
       if (events.length === 0) return;
       const ids = [...new Set(events.map((e) => e.data.id))];
       const known = new Map(ids.map((id) => [id, memory.get(id)]));
-      let out: Folded = { history: { device: [], time: [], fields: [], paths: [] }, snapshots: [], deleted: new Set() };
+      let out: Folded = { history: { device: [], time: [], fields: [], paths: [] }, refusals: [], snapshots: [], deleted: new Set() };
 
       // Remembered devices with only reports and updates in the batch: folded onto memory, written if the row is where memory left it.
       const quick = new Map<string, Row>();
@@ -326,7 +357,8 @@ export function devicesProjection(): Projection {
           learned.set(id, { revision: row.revision, doc: row.doc, createdBy: row.createdBy, credentialsSetId: row.credentialsSetId, fields: new Set(k?.fields) });
         }
       }
-      const { history, snapshots, deleted } = out;
+      const { history, refusals, snapshots, deleted } = out;
+      if (refusals.length) await recordRefusals(tx, refusals);
       if (history.device.length) {
         // One array per column: PostgreSQL reads arrays for about 2 µs a row less than the same rows as jsonb.
         await sql`INSERT INTO device_history (device_id, time, fields)
@@ -355,6 +387,7 @@ export function devicesProjection(): Projection {
       if (deleted.size) {
         const gone = [...deleted];
         await sql`DELETE FROM device_snapshots WHERE device_id = ANY(${gone}::text[])`.execute(tx);
+        await sql`DELETE FROM device_refusals WHERE device_id = ANY(${gone}::text[])`.execute(tx);
         await sql`DELETE FROM device_history WHERE device_id = ANY(${gone}::text[])`.execute(tx);
         await sql`DELETE FROM device_history_fields WHERE device_id = ANY(${gone}::text[])`.execute(tx);
         await sql`DELETE FROM devices WHERE id = ANY(${gone}::text[])`.execute(tx);
@@ -372,6 +405,35 @@ export function devicesProjection(): Projection {
       learned = new Map();
     },
   };
+}
+
+/** A device that keeps reporting past its limits is logged once a minute, by the reports' times, not once per report. */
+const REFUSAL_SPACING_MS = 60_000;
+
+/**
+ * Keeps the refusals to log: for each device, one unless another was kept
+ * within a minute of it (in the table already, or earlier in the batch). A
+ * batch applied again finds its own rows and adds nothing.
+ */
+async function recordRefusals(tx: Transaction<Database>, refusals: Refusal[]): Promise<void> {
+  const devices = [...new Set(refusals.map((r) => r.deviceId))];
+  const { rows } = await sql<{ device_id: string; last: Date }>`
+    SELECT device_id, max(time) AS last FROM device_refusals WHERE device_id = ANY(${devices}::text[]) GROUP BY device_id`.execute(tx);
+  const last = new Map(rows.map((r) => [r.device_id, new Date(r.last).getTime()]));
+  const kept: Refusal[] = [];
+  for (const r of refusals) {
+    const time = Date.parse(r.time);
+    const before = last.get(r.deviceId);
+    if (before !== undefined && Math.abs(time - before) < REFUSAL_SPACING_MS) continue;
+    last.set(r.deviceId, time);
+    kept.push(r);
+  }
+  if (kept.length === 0) return;
+  await sql`INSERT INTO device_refusals (event_id, device_id, topic, limit_passed, time, commit_position, prepare_position)
+    SELECT * FROM unnest(${kept.map((r) => r.eventId)}::uuid[], ${kept.map((r) => r.deviceId)}::text[], ${kept.map((r) => r.topic)}::text[],
+      ${kept.map((r) => r.limit)}::text[], ${kept.map((r) => r.time)}::timestamptz[], ${kept.map((r) => String(r.position.commit))}::bigint[],
+      ${kept.map((r) => String(r.position.prepare))}::bigint[])
+    ON CONFLICT (event_id) DO NOTHING`.execute(tx);
 }
 
 /** Writes folded rows; with `before`, only those still at the revision it gives for them. Answers the ids written. */

@@ -7,6 +7,10 @@ import type { CalculationEvent } from '../domain/calculations/calculation.js';
 import type { Projection } from './runner.js';
 import { runLogEntry } from '../domain/rules/run.js';
 import { impliedEntries } from '../domain/logs/implied.js';
+import { refusalEntry } from '../domain/devices/size.js';
+import { storableText } from '../domain/shared/json.js';
+import type { Transaction } from 'kysely';
+import type { Database } from './database.js';
 
 export interface DeviceLogsTable {
   id: string;
@@ -51,10 +55,13 @@ function impliedEntry(e: RecordedEvent): LogEvent['data'] | null {
 export const logsProjection: Projection = {
   name: 'logs',
   tables: ['device_logs'],
+  // The devices projection, applied before this one in the same transaction, keeps there the reports a document left out.
+  reads: ['device_refusals'],
   async apply(tx, batch) {
     const entries = batch
       .flatMap((e) => (e.type === 'LogEntryWritten' ? [(e as RecordedEvent & LogEvent).data] : [impliedEntry(e), ...impliedEntries(e)]))
       .filter((e): e is LogEvent['data'] => e !== null);
+    if (batch.some((e) => e.type === 'DeviceReported')) entries.push(...(await refusalsOf(tx, batch)));
     if (entries.length === 0) return;
     await sql`INSERT INTO device_logs (id, resource_id, resource_type, type, priority, category, message, time, expires_at, data)
       SELECT id, resource_id, resource_type, type, priority, category, message, time, expires_at, data::jsonb
@@ -67,6 +74,17 @@ export const logsProjection: Projection = {
       ON CONFLICT (id) DO NOTHING`.execute(tx);
   },
 };
+
+/** The entries of the reports this batch's documents left out (`device_refusals`), found by their place in the log. */
+async function refusalsOf(tx: Transaction<Database>, batch: RecordedEvent[]): Promise<LogEvent['data'][]> {
+  const first = batch[0]!.position;
+  const last = batch[batch.length - 1]!.position;
+  const { rows } = await sql<{ event_id: string; device_id: string; topic: string; limit_passed: 'fields' | 'bytes'; time: Date }>`
+    SELECT event_id, device_id, topic, limit_passed, time FROM device_refusals
+    WHERE (commit_position, prepare_position) >= (${String(first.commit)}::bigint, ${String(first.prepare)}::bigint)
+      AND (commit_position, prepare_position) <= (${String(last.commit)}::bigint, ${String(last.prepare)}::bigint)`.execute(tx);
+  return rows.map((r) => refusalEntry({ eventId: r.event_id, deviceId: r.device_id, topic: storableText(r.topic), limit: r.limit_passed, time: new Date(r.time).toISOString() }));
+}
 
 /** Removes expired entries from the read model; the events stay in the store. */
 export async function purgeExpiredLogs(db: import('kysely').Kysely<import('./database.js').Database>): Promise<number> {

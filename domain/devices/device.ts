@@ -292,14 +292,13 @@ export function reported(doc: DeviceDoc, data: { path: string[]; payload: Device
   const next = applied === doc ? { ...doc } : applied;
   next.reportedAt = data.reportedAt;
   const after = touched(doc, next, data.reportedAt);
-  const changed = data.path.length ? [data.path[0]!, 'reportedAt', 'updatedAt'] : [...Object.keys(data.payload), 'reportedAt', 'updatedAt'];
-  const refused = limitPassed(doc, after, changed);
+  const refused = limitPassed(doc, after);
   return refused ? { doc, refused } : { doc: after, refused: null };
 }
 
 /** ERR text of a REST write that would take a device's document past `DOC_LIMITS`, or null. */
-export function oversizeProblem(before: DeviceDoc, after: DeviceDoc, keys: Iterable<string>): string | null {
-  const passed = limitPassed(before, after, keys);
+export function oversizeProblem(before: DeviceDoc, after: DeviceDoc): string | null {
+  const passed = limitPassed(before, after);
   return passed ? `ERR - iotnode ${limitMessage(passed)}` : null;
 }
 
@@ -344,7 +343,7 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
       const routing = rabbitRouting(command.id);
       const { set } = clientFields(command.fields, true, { rabbitRouting: routing });
       const doc = { ...set, rabbitRouting: routing };
-      const oversize = oversizeProblem({}, doc, Object.keys(doc));
+      const oversize = oversizeProblem({}, doc);
       if (oversize) throw new ValidationError(oversize);
       return [{ type: 'DeviceRegistered', data: { id: command.id, createdBy: command.createdBy, doc, at: command.at } }];
     }
@@ -359,7 +358,7 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
         if (!changed && present.length === 0) return [];
         const next = { ...state.doc, ...set };
         for (const k of present) delete next[k];
-        const oversize = oversizeProblem(state.doc, next, [...Object.keys(set), ...present]);
+        const oversize = oversizeProblem(state.doc, next);
         if (oversize) throw new ValidationError(oversize);
         return [{ type: 'DeviceUpdated', data: { id: command.id, set, unset: present, at: command.at } }];
       }

@@ -20,115 +20,115 @@ export interface DocSize {
 }
 
 /**
- * Sizes of objects and arrays already measured. Documents are never changed
- * in place once built (each event folds into a new one that shares the
- * unchanged values), so a measured value keeps its size.
+ * Sizes of nested objects and arrays already measured. A document is never
+ * changed in place once built (each event folds into a new one that shares the
+ * values it did not change), so a nested value keeps its size; the top level,
+ * new after every event, is walked each time: as cheap as the copy that made it.
  */
 const measured = new WeakMap<object, DocSize>();
 
 /**
  * The size of a JSON value: `fields` counts object keys at every depth,
  * `bytes` its JSON text without whitespace, counting each string's
- * characters without escapes and leaving out separators. Additive, so a
- * document's size after a change is its size before plus what the changed
- * fields add and minus what they had (`entrySize`).
+ * characters without escapes, and leaving out separators.
  */
 export function sizeOf(value: unknown): DocSize {
-  if (typeof value !== 'object' || value === null) return { bytes: leafBytes(value), fields: 0 };
-  const known = measured.get(value);
-  if (known) return known;
-  const size = { bytes: 2, fields: 0 };
+  const size = { bytes: 0, fields: 0 };
+  add(size, value, false);
+  return size;
+}
+
+function add(size: DocSize, value: unknown, nested: boolean): void {
+  switch (typeof value) {
+    case 'string':
+      size.bytes += value.length + 2;
+      return;
+    case 'number':
+      size.bytes += String(value).length;
+      return;
+    case 'boolean':
+      size.bytes += value ? 4 : 5;
+      return;
+    case 'object':
+      break;
+    default:
+      return;
+  }
+  if (value === null) {
+    size.bytes += 4;
+    return;
+  }
+  const known = nested ? measured.get(value) : undefined;
+  if (known) {
+    size.bytes += known.bytes;
+    size.fields += known.fields;
+    return;
+  }
+  const inner = { bytes: 2, fields: 0 };
   if (Array.isArray(value)) {
-    for (const item of value) add(size, item);
+    for (const item of value) add(inner, item, true);
   } else {
     for (const key in value) {
       if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
-      size.bytes += key.length + 3;
-      size.fields++;
-      add(size, (value as Record<string, unknown>)[key]);
+      inner.bytes += key.length + 3;
+      inner.fields++;
+      add(inner, (value as Record<string, unknown>)[key], true);
     }
   }
-  measured.set(value, size);
-  return size;
-}
-
-function add(size: DocSize, value: unknown): void {
-  if (typeof value !== 'object' || value === null) {
-    size.bytes += leafBytes(value);
-    return;
-  }
-  const inner = sizeOf(value);
+  if (nested) measured.set(value, inner);
   size.bytes += inner.bytes;
   size.fields += inner.fields;
-}
-
-function leafBytes(value: unknown): number {
-  switch (typeof value) {
-    case 'string':
-      return value.length + 2;
-    case 'number':
-      return String(value).length;
-    case 'boolean':
-      return value ? 4 : 5;
-    default:
-      // null; `undefined` is no JSON value and a document never holds one.
-      return 4;
-  }
-}
-
-/** What one field `key: value` adds to an object's size; nothing for a field that is not there. */
-function entrySize(key: string, value: unknown): DocSize {
-  if (value === undefined) return { bytes: 0, fields: 0 };
-  const inner = sizeOf(value);
-  return { bytes: key.length + 3 + inner.bytes, fields: 1 + inner.fields };
-}
-
-/**
- * The size of `after`, a copy of `before` in which only the top-level fields
- * `keys` may differ: `before`'s size (measured once, then remembered) with
- * those fields' sizes swapped, so a report costs what it changes, not what
- * the document holds.
- */
-export function sizeAfter(before: object, after: Record<string, unknown>, keys: Iterable<string>): DocSize {
-  const known = measured.get(after);
-  if (known) return known;
-  const base = sizeOf(before);
-  const size = { bytes: base.bytes, fields: base.fields };
-  for (const key of new Set(keys)) {
-    const was = entrySize(key, (before as Record<string, unknown>)[key]);
-    const is = entrySize(key, after[key]);
-    size.bytes += is.bytes - was.bytes;
-    size.fields += is.fields - was.fields;
-  }
-  measured.set(after, size);
-  return size;
 }
 
 /** The platform's own timestamps: a change never passes a limit by them alone. */
 const STAMPS = ['createdAt', 'updatedAt', 'reportedAt'];
 
 /**
- * The limit that `after`, a copy of `before` differing only in the top-level
- * fields `keys`, passes, or null. Only growth past a limit counts, so a
- * document already past one (stored before the limit existed) still takes
- * changes that do not make it larger; the timestamps the platform sets are
- * left out of that growth.
+ * The limit a change of a document from `before` to `after` passes, or null.
+ * Only growth past a limit counts, so a document already past one (stored
+ * before the limit existed) still takes changes that do not make it larger;
+ * the timestamps the platform sets are left out of the comparison.
  */
-export function limitPassed(before: Record<string, unknown>, after: Record<string, unknown>, keys: Iterable<string>): 'fields' | 'bytes' | null {
-  const was = sizeOf(before);
-  const is = sizeAfter(before, after, keys);
-  let { fields, bytes } = is;
-  for (const key of STAMPS) {
-    const stampWas = entrySize(key, before[key]);
-    const stampIs = entrySize(key, after[key]);
-    fields -= stampIs.fields - stampWas.fields;
-    bytes -= stampIs.bytes - stampWas.bytes;
-  }
-  if (fields > DOC_LIMITS.fields && fields > was.fields) return 'fields';
-  if (bytes > DOC_LIMITS.bytes && bytes > was.bytes) return 'bytes';
+export function limitPassed(before: Record<string, unknown>, after: Record<string, unknown>): 'fields' | 'bytes' | null {
+  const is = withoutStamps(after);
+  if (is.fields <= DOC_LIMITS.fields && is.bytes <= DOC_LIMITS.bytes) return null;
+  const was = withoutStamps(before);
+  if (is.fields > DOC_LIMITS.fields && is.fields > was.fields) return 'fields';
+  if (is.bytes > DOC_LIMITS.bytes && is.bytes > was.bytes) return 'bytes';
   return null;
+}
+
+function withoutStamps(doc: Record<string, unknown>): DocSize {
+  const size = sizeOf(doc);
+  for (const key of STAMPS) {
+    const value = doc[key];
+    if (value === undefined) continue;
+    const stamp = sizeOf(value);
+    size.bytes -= key.length + 3 + stamp.bytes;
+    size.fields -= 1 + stamp.fields;
+  }
+  return size;
 }
 
 /** The refusal's reason, as logs and 422 answers give it. */
 export const limitMessage = (passed: 'fields' | 'bytes'): string =>
   passed === 'fields' ? `would hold more than ${DOC_LIMITS.fields} fields` : `would be larger than ${DOC_LIMITS.bytes} bytes of JSON`;
+
+/**
+ * The device log entry of a report its document left out (logged at most once
+ * a minute per device, so a device that keeps reporting past its limits does
+ * not fill its log too).
+ */
+export function refusalEntry(refusal: { eventId: string; deviceId: string; topic: string; limit: 'fields' | 'bytes'; time: string }) {
+  return {
+    id: refusal.eventId,
+    resourceId: refusal.deviceId,
+    resourceType: 'device',
+    type: 'warning',
+    priority: 'high',
+    category: 'update',
+    message: `Report on ${refusal.topic} left out: the iotnode ${limitMessage(refusal.limit)} (at most ${DOC_LIMITS.fields} fields and ${DOC_LIMITS.bytes} bytes of JSON); reports left out in the next minute are not logged`,
+    data: { limit: refusal.limit, fields: DOC_LIMITS.fields, bytes: DOC_LIMITS.bytes },
+    at: refusal.time,
+  } as const;
+}
