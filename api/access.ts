@@ -1,5 +1,5 @@
 import type { Deps } from './deps.js';
-import type { Principal } from './auth/principal.js';
+import type { Principal } from '../domain/access/principal.js';
 import { satisfies, type Need } from '../domain/access/scopes.js';
 import { scopesHeld } from '../projections/access.js';
 import { ForbiddenError, NotFoundError, type ValidationError } from '../domain/shared/errors.js';

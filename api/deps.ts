@@ -1,34 +1,15 @@
-import type { Kysely } from 'kysely';
-import type { Logger } from 'pino';
 import type { Request } from 'express';
-import type { Config } from './config.js';
-import type { EventStore } from '../domain/eventstore/port.js';
 import type { ProjectionRunner } from '../projections/runner.js';
-import type { Database } from '../projections/database.js';
 import { handle, type CommandContext, type Decider, type Handled, type HandleOptions } from '../domain/shared/decider.js';
 import type { DomainEvent, Position } from '../domain/shared/events.js';
 import { UnavailableError } from '../domain/shared/errors.js';
 import { StoredNotVisibleError, type Locks } from './locks.js';
 import { commandContext } from './http.js';
-import type { Principals } from './auth/principals.js';
-import type { SubscriberCluster } from '../domain/eventstore/subscriber.js';
-import type { Fetch } from '../reactors/outbound.js';
+import type { ReactorDeps } from '../reactors/deps.js';
 
 /** What every capability's routes are built from; assembled once by the composition root. */
-export interface Deps {
-  config: Config;
-  db: Kysely<Database>;
-  store: EventStore;
-  projections: ProjectionRunner;
-  log: Logger;
-  clock: () => Date;
+export interface Deps extends ReactorDeps {
   jwtSecret: string;
-  /** Who a verified token speaks for; follows the users read model. */
-  principals: Principals;
-  /** Cluster mode (`REDIS_URL`): leadership of the subscribers and this node's indexes; absent on a single process. */
-  cluster?: SubscriberCluster | null;
-  /** HTTP requests to URLs users write (channels, rules, network servers), within `OUTBOUND_TARGETS`. */
-  outbound: Fetch;
   /** Named locks for decisions that read a read model, then write (`api/locks.ts`). */
   locks: Locks;
 }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Request } from 'express';
-import type { Principal } from './auth/principal.js';
+import type { Principal } from '../domain/access/principal.js';
 import type { Operation } from './openapi.js';
 import type { CommandContext } from '../domain/shared/decider.js';
 

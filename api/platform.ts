@@ -15,7 +15,7 @@ import type { Deps } from './deps.js';
 import { createApp } from './app.js';
 import { loadOpenApi } from './openapi.js';
 import { authRoutes } from './auth/routes.js';
-import { Principals } from './auth/principals.js';
+import { Principals } from '../projections/principals.js';
 import { bootstrapAdmin } from './users/create.js';
 import { userRoutes } from './users/routes.js';
 import { roleRoutes } from './access/roles.js';

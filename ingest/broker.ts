@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { Database } from '../projections/database.js';
 import { isUuid } from '../domain/shared/ids.js';
 import { verifyPassword } from '../domain/users/password.js';
-import { verifyToken, type TokenClaims } from '../api/auth/tokens.js';
+import { verifyToken, type TokenClaims } from '../domain/access/tokens.js';
 import { comparePositions } from '../domain/shared/events.js';
 import type { Profile } from '../domain/users/user.js';
 import { READ_MODELS } from '../projections/runner.js';

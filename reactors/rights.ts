@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../projections/database.js';
-import type { Principal } from '../api/auth/principal.js';
-import type { Principals } from '../api/auth/principals.js';
+import type { Principal } from '../domain/access/principal.js';
+import type { Principals } from '../projections/principals.js';
 import { loadCustomRoles, scopesOfUser } from '../projections/access.js';
 import { allowedMethods, type ResourceType } from '../domain/access/roles.js';
 import { satisfies, type Need } from '../domain/access/scopes.js';

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { requireAccess, scopesOn } from '../access.js';
-import { isAdmin } from '../auth/principal.js';
+import { isAdmin } from '../../domain/access/principal.js';
 import { RIGHTS_EVENTS, accessDecider, accessStream, canonicalSubjectType, checkSubject, evolveRights, type Rights, type SubjectType, type SubjectTypeInput } from '../../domain/access/rights.js';
 import { logStream } from '../../domain/logs/logEntry.js';
 import { readMatching } from '../../domain/eventstore/filter.js';

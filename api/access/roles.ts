@@ -2,7 +2,7 @@ import { Router, type Request } from 'express';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
-import { isAdmin } from '../auth/principal.js';
+import { isAdmin } from '../../domain/access/principal.js';
 import { BUILTIN_ROLES, RESOURCE_TYPES, builtinMethods, isBuiltinRole, type BuiltinRole, type Permissions } from '../../domain/access/roles.js';
 import { roleDecider, roleStream } from '../../domain/access/customRoles.js';
 import { ForbiddenError, NotFoundError } from '../../domain/shared/errors.js';

@@ -1,6 +1,6 @@
 import { sql, type Expression, type SqlBool } from 'kysely';
 import type { Deps } from '../deps.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { readableBy, requireAccess } from '../access.js';
 import type { Need } from '../../domain/access/scopes.js';
 import { NotFoundError } from '../../domain/shared/errors.js';

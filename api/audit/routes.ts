@@ -2,7 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import type { Deps } from '../deps.js';
 import { principalOf } from '../http.js';
 import { requireAccess } from '../access.js';
-import { isAdmin } from '../auth/principal.js';
+import { isAdmin } from '../../domain/access/principal.js';
 import { cursors } from '../cursor.js';
 import { readMatching } from '../../domain/eventstore/filter.js';
 import type { EventFilter } from '../../domain/eventstore/port.js';

@@ -2,7 +2,7 @@ import type { RequestHandler } from 'express';
 import { ForbiddenError, UnauthorizedError } from '../../domain/shared/errors.js';
 import { isUuid } from '../../domain/shared/ids.js';
 import type { Deps } from '../deps.js';
-import { verifyToken } from './tokens.js';
+import { verifyToken } from '../../domain/access/tokens.js';
 import { allowedMethods, type ResourceType } from '../../domain/access/roles.js';
 import { loadCustomRoles } from '../../projections/access.js';
 

@@ -6,7 +6,7 @@ import { UnauthorizedError, ValidationError } from '../../domain/shared/errors.j
 import { hashPassword, verifyPassword } from '../../domain/users/password.js';
 import { userDecider, userStream } from '../../domain/users/user.js';
 import { usernameKey } from '../../domain/users/username.js';
-import { issueToken } from './tokens.js';
+import { issueToken } from '../../domain/access/tokens.js';
 import { FAILED_LOGINS_PER_MINUTE, RateLimiter } from '../rateLimit.js';
 
 // Compared against when the username is unknown, so both failures take the same time.

@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy } from '../access.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { derivedResourceId } from '../../domain/shared/ids.js';
 import { NotFoundError } from '../../domain/shared/errors.js';
 import { channelDecider, channelStream, type ChannelCommand } from '../../domain/channels/channel.js';

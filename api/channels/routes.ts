@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, requireReference } from '../access.js';
-import { isAdmin, type Principal } from '../auth/principal.js';
+import { isAdmin, type Principal } from '../../domain/access/principal.js';
 import { allowedByFilters } from '../apps/visibility.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { isUuid, newResourceId } from '../../domain/shared/ids.js';

@@ -13,7 +13,8 @@ import type { Registry } from '../../ingest/registry.js';
 import { INTEGRATION_MODULES } from '../../reactors/integrations/index.js';
 import type { CommandsTable } from '../../projections/commands.js';
 import { schemaChecks, type OpenApiDocument } from '../openapi.js';
-import { deviceCommands, type DeviceCommandInput, type DownlinkEncoder } from './send.js';
+import { deviceCommands, type DownlinkEncoder } from './send.js';
+import type { DeviceCommandInput } from '../../domain/commands/command.js';
 
 /** How long a command request waits for the network server's answer before it answers 202 `pending`. */
 export const COMMAND_WAIT_MS = 8_000;

@@ -1,10 +1,10 @@
 import type { Deps } from '../deps.js';
 import { sql } from 'kysely';
 import { requireAccess, requireReference, writableBy } from '../access.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { handle, type CommandContext, type Handled } from '../../domain/shared/decider.js';
-import { checkFPort, commandDecider, commandStream, requestOf, type CommandEvent, type CommandRequest, type CommandState } from '../../domain/commands/command.js';
+import { checkFPort, commandDecider, commandStream, requestOf, type CommandEvent, type CommandState, type DeviceCommandInput, type SentCommand } from '../../domain/commands/command.js';
 import { COMMANDS, INTEGRATIONS, isIntegration, type IntegrationName } from '../../domain/integrations/catalog.js';
 import { DEVICE_NOT_FOUND } from '../../domain/devices/device.js';
 import type { ConnectorInfo, Registry } from '../../ingest/registry.js';
@@ -13,23 +13,6 @@ import { schemaChecks, type OpenApiDocument } from '../openapi.js';
 /** Encodes a downlink's object with the device's translator (its `encodeDownlink`). */
 export interface DownlinkEncoder {
   encodeDownlink(deviceId: string, data: Record<string, unknown>, fPort: number | undefined, field: string): Promise<{ hexEncoded: string; fPort: number }>;
-}
-
-/** A device command as `PUT /api/iotnodes/command` takes it (and a rule's command action holds it). */
-export interface DeviceCommandInput {
-  command: string;
-  iotnodeId: string;
-  integrationName?: string;
-  /** The connector to send through, when the iotnode's own is not the one (several of `integrationName` to choose from). */
-  connectorId?: string;
-  data?: Record<string, unknown>;
-}
-
-export interface SentCommand {
-  id: string;
-  integration: IntegrationName;
-  request: CommandRequest;
-  handled: Handled<CommandState, CommandEvent>;
 }
 
 /** How many connectors a refusal names when the caller may use several. */

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, requireReference, scopesOn } from '../access.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { satisfies } from '../../domain/access/scopes.js';
 import { sql } from 'kysely';
 import { ConflictError, ValidationError } from '../../domain/shared/errors.js';

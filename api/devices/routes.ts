@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { readModelsInclude, requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, requireReference, scopesOn } from '../access.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { RateLimiter, CLAIMS_PER_MINUTE } from '../rateLimit.js';
 import { writeLog } from '../../domain/logs/logEntry.js';
 import { satisfies, type Scope } from '../../domain/access/scopes.js';

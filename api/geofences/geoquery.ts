@@ -1,6 +1,6 @@
 import { sql, type Expression, type SqlBool } from 'kysely';
 import type { Deps } from '../deps.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { readableBy } from '../access.js';
 import { parseGeoquery } from '../../domain/geofences/geoquery.js';
 import { GEOFENCE_NOT_FOUND } from '../../domain/geofences/geofence.js';

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import type { FenceGeometry } from './postgis.js';
 import { GEOFENCE_NOT_FOUND, geofenceDecider, geofenceFields, geofenceStream, presentGeofence, type GeofenceFields } from '../../domain/geofences/geofence.js';
 import { stateOfRow } from '../../projections/geofences.js';

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess } from '../access.js';
-import { isAdmin, type Principal } from '../auth/principal.js';
+import { isAdmin, type Principal } from '../../domain/access/principal.js';
 import { pageOf, totalCount } from '../paging.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';

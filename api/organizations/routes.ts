@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, requireReference, scopesOn } from '../access.js';
-import { isAdmin, type Principal } from '../auth/principal.js';
+import { isAdmin, type Principal } from '../../domain/access/principal.js';
 import { pageOf, totalCount } from '../paging.js';
 import { createUser } from '../users/create.js';
 import { toUser } from '../users/routes.js';

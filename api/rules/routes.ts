@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { readableBy, requireAccess, scopesOn } from '../access.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { schemaChecks, type OpenApiDocument } from '../openapi.js';
 import { ForbiddenError, ValidationError } from '../../domain/shared/errors.js';
 import { newEventId, newResourceId } from '../../domain/shared/ids.js';

@@ -4,7 +4,7 @@ import { requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
 import { requireAccess } from '../access.js';
 import { appVisibleTo } from '../apps/visibility.js';
-import type { Principal } from '../auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { ValidationError } from '../../domain/shared/errors.js';
 import { usergroupDecider, usergroupStream } from '../../domain/usergroups/usergroup.js';
 

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { readModelsInclude, requestContext, write } from '../deps.js';
 import { principalOf } from '../http.js';
-import { isAdmin, type Principal } from '../auth/principal.js';
+import { isAdmin, type Principal } from '../../domain/access/principal.js';
 import { createUser } from './create.js';
 import { loadCustomRoles } from '../../projections/access.js';
 import type { UsersTable } from '../../projections/users.js';

@@ -1,4 +1,4 @@
-import type { Decider } from '../shared/decider.js';
+import type { Decider, Handled } from '../shared/decider.js';
 import { ConflictError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { API_CALL, COMMANDS, DEV_EUI, UNAVAILABLE, kindOf, normalizeDevEui, type CommandKind, type IntegrationName } from '../integrations/catalog.js';
 
@@ -213,3 +213,21 @@ export const commandDecider: Decider<CommandCommand, CommandState, CommandEvent>
     return status === null ? state : { ...state, status, attempts };
   },
 };
+
+/** A device command as `PUT /api/iotnodes/command` takes it (and a rule's command action holds it). */
+export interface DeviceCommandInput {
+  command: string;
+  iotnodeId: string;
+  integrationName?: string;
+  /** The connector to send through, when the iotnode's own is not the one (several of `integrationName` to choose from). */
+  connectorId?: string;
+  data?: Record<string, unknown>;
+}
+
+/** A command requested through the one path of device commands (`api/commands/send.ts`). */
+export interface SentCommand {
+  id: string;
+  integration: IntegrationName;
+  request: CommandRequest;
+  handled: Handled<CommandState, CommandEvent>;
+}

@@ -19,7 +19,7 @@ import {
 import { lastValueResult, windowResult, type ResultValue } from '../../domain/calculations/aggregate.js';
 import { satisfies } from '../../domain/access/scopes.js';
 import { scopesOfUser } from '../../projections/access.js';
-import type { Principals } from '../../api/auth/principals.js';
+import type { Principals } from '../../projections/principals.js';
 import { OwnerRights } from '../rights.js';
 import { historyValues } from '../../projections/devices.js';
 import type { Database } from '../../projections/database.js';

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { EventStore } from '../../domain/eventstore/port.js';
 import type { Database } from '../../projections/database.js';
-import type { Principals } from '../../api/auth/principals.js';
+import type { Principals } from '../../projections/principals.js';
 import type { Position, RecordedEvent } from '../../domain/shared/events.js';
 import type { ChannelInfo } from '../../ingest/registry.js';
 import { toNewEvent } from '../../domain/shared/decider.js';

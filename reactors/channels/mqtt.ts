@@ -5,7 +5,7 @@ import { CheckpointedSubscriber, type SubscriberCluster } from '../../domain/eve
 import type { LogWriter } from '../../domain/logs/writer.js';
 import type { Database } from '../../projections/database.js';
 import type { ChannelInfo, Registry } from '../../ingest/registry.js';
-import type { Principals } from '../../api/auth/principals.js';
+import type { Principals } from '../../projections/principals.js';
 import { ChangeTracker, type Change } from './changes.js';
 import { ChannelAccess } from './access.js';
 

@@ -1,6 +1,6 @@
 import { causedId } from '../../domain/shared/ids.js';
 import { sql } from 'kysely';
-import type { Deps } from '../../api/deps.js';
+import type { ReactorDeps } from '../deps.js';
 import { CheckpointedSubscriber } from '../../domain/eventstore/subscriber.js';
 import type { Database } from '../../projections/database.js';
 import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
@@ -59,7 +59,7 @@ export class GeofenceTracking {
   /** The fences' owners' rights, cached until an event that may change them passes. */
   private readonly rights: OwnerRights;
 
-  constructor(private readonly deps: Deps) {
+  constructor(private readonly deps: ReactorDeps) {
     this.rights = new OwnerRights(deps.db, deps.principals, deps.projections);
     this.subscriber = new CheckpointedSubscriber<Database>({
       name: CHECKPOINT,

@@ -1,7 +1,7 @@
-import type { Deps } from '../../api/deps.js';
-import type { Principal } from '../../api/auth/principal.js';
+import type { ReactorDeps } from '../deps.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { scopesHeld } from '../../projections/access.js';
-import type { DeviceCommandInput, SentCommand } from '../../api/commands/send.js';
+import type { DeviceCommandInput, SentCommand } from '../../domain/commands/command.js';
 import type { NewEvent, RecordedEvent } from '../../domain/shared/events.js';
 import type { Fence } from '../../domain/eventstore/leases.js';
 import { handle, toNewEvent, type CommandContext } from '../../domain/shared/decider.js';
@@ -63,7 +63,7 @@ export class RuleActions {
   private readonly stopping = new AbortController();
 
   constructor(
-    private readonly deps: Deps,
+    private readonly deps: ReactorDeps,
     private readonly io: ActionIo,
     /** The owners' rights: the role check of an action is the REST API's. */
     private readonly rights: OwnerRights,

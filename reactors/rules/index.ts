@@ -1,5 +1,5 @@
-import type { Deps } from '../../api/deps.js';
-import type { Principal } from '../../api/auth/principal.js';
+import type { ReactorDeps } from '../deps.js';
+import type { Principal } from '../../domain/access/principal.js';
 import type { Database } from '../../projections/database.js';
 import { CheckpointedSubscriber, loadCheckpoint } from '../../domain/eventstore/subscriber.js';
 import { readMatching } from '../../domain/eventstore/filter.js';
@@ -79,7 +79,7 @@ export class RulesReactor {
   private geofenceRefs: Map<string, string | null> | null = null;
 
   constructor(
-    private readonly deps: Deps,
+    private readonly deps: ReactorDeps,
     io: ActionIo,
     private readonly logs: LogWriter,
     /** How long the schedule's clock waits at most before looking at the clock again (`Scheduler`'s `MAX_WAIT_MS`). */

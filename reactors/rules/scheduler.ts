@@ -1,4 +1,4 @@
-import type { Deps } from '../../api/deps.js';
+import type { ReactorDeps } from '../deps.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { LeaseLostError, type Fence } from '../../domain/eventstore/leases.js';
 import type { RuleDefinition } from '../../domain/rules/rule.js';
@@ -33,7 +33,7 @@ export class Scheduler {
   private busy: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly deps: Deps,
+    private readonly deps: ReactorDeps,
     private readonly index: RuleIndex,
     private readonly fire: (rule: RunnableRule, nodeId: string, slot: Date, missed: number) => Promise<void>,
     /** Proves this node still keeps the clock (it leads the rules reactor; always, in a single process). */

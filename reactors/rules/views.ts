@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../projections/database.js';
-import type { Principal } from '../../api/auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 import { readableBy } from '../../projections/access.js';
 import type { DeviceDoc } from '../../domain/devices/device.js';
 import type { DeviceView } from '../../domain/rules/run.js';

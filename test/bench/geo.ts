@@ -21,7 +21,7 @@ import { startTestCluster, createTestDatabase } from '../support/cluster.js';
 import { readableBy } from '../../api/access.js';
 import type { Database } from '../../projections/database.js';
 import { startPlatformProcess } from './processes.js';
-import type { Principal } from '../../api/auth/principal.js';
+import type { Principal } from '../../domain/access/principal.js';
 
 const DEVICES = 100_000;
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 400);

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { connect as connectTcp } from 'node:net';
 import { sql } from 'kysely';
 import type { MqttClient } from 'mqtt';
-import { issueToken } from '../../api/auth/tokens.js';
+import { issueToken } from '../../domain/access/tokens.js';
 import { toNewEvent } from '../../domain/shared/decider.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { ROOTS_NOTE, reservedTopicStream } from '../../domain/topics/reservedTopic.js';

@@ -5,7 +5,7 @@ import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform
 import { eventCount, givenUser } from './given.js';
 import { eventually } from '../ingest/support.js';
 import { verifyPassword } from '../../domain/users/password.js';
-import { verifyToken } from '../../api/auth/tokens.js';
+import { verifyToken } from '../../domain/access/tokens.js';
 import { refusing } from '../support/refusing.js';
 import { handle } from '../../domain/shared/decider.js';
 import { ConflictError } from '../../domain/shared/errors.js';

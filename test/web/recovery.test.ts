@@ -5,7 +5,7 @@ import type { Browser } from 'playwright-core';
 import type { MqttClient } from 'mqtt';
 import { startTestPlatform, ADMIN, type TestPlatform } from '../support/platform.js';
 import { ensurePanelBuilt, launch, logIn, openPage, screenshot } from '../support/browser.js';
-import { issueToken } from '../../api/auth/tokens.js';
+import { issueToken } from '../../domain/access/tokens.js';
 import { connectMqtt, deviceOf, givenProvider, publish } from '../ingest/support.js';
 import { givenUser, ok } from './support.js';
 

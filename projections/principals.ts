@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import type { Database } from '../../projections/database.js';
-import type { Projection } from '../../projections/runner.js';
-import type { Principal } from './principal.js';
+import type { Database } from './database.js';
+import type { Projection } from './runner.js';
+import type { Principal } from '../domain/access/principal.js';
 
 /**
  * Events that change who a user is to the checks: existence, enabled,
