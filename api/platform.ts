@@ -42,7 +42,7 @@ import { connectorRoutes } from './connectors/routes.js';
 import { COMMAND_WAIT_MS, commandRoutes } from './commands/routes.js';
 import { integrationRoutes } from './integrations/routes.js';
 import { logRoutes } from './logs/routes.js';
-import { createSandbox } from '../sandbox/index.js';
+import { createSandbox, TimeoutBudget } from '../sandbox/index.js';
 import { Translation } from '../ingest/translate.js';
 import { translatorRoutes } from './translators/routes.js';
 import { uplinkRoutes } from './translators/uplinks.js';
@@ -271,7 +271,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
     // One translator sandbox per process; its index follows uploads and device preferences inside the projection runner.
     const sandbox = createSandbox();
     started.push(() => sandbox.dispose());
-    const translation = new Translation(store, db, sandbox, log);
+    const translation = new Translation(store, db, sandbox, log, new TimeoutBudget());
     await translation.load();
     const ingest = await createIngest(store, db, log, {
       decoder: translation,
@@ -350,7 +350,7 @@ export async function startPlatform(config: Config, log: Logger, options: Platfo
       panel: panelRoutes(),
       direct: [integrations.direct],
       metrics: { route: metricsRoute(config.metricsToken, metrics), requests: metrics?.http ?? null },
-      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served, compileTemplateRules(openapi)), imageRoutes(served), geofenceRoutes(served, geometry), commandRoutes(served, ingest.registry, openapi, translation, options.commandWaitMs ?? COMMAND_WAIT_MS), deviceRoutes(served, ingest, geometry), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
+      routers: [authRoutes(served), userRoutes(served), roleRoutes(served), accessRightRoutes(served), usergroupRoutes(served), dashboardRoutes(served, compileTemplateRules(openapi)), imageRoutes(served), geofenceRoutes(served, geometry), commandRoutes(served, ingest.registry, openapi, translation, options.commandWaitMs ?? COMMAND_WAIT_MS), deviceRoutes(served, ingest, geometry), credentialsRoutes(served), connectorRoutes(served), integrations.router, channelRoutes(served), liveChannelRoutes(served), logRoutes(served), translatorRoutes(served, sandbox, translation, new TimeoutBudget()), uplinkRoutes(served, ingest, translation), ruleRoutes(served, openapi, ingest.registry), locationRoutes(served), organizationRoutes(served), appRoutes(served), appFilterRoutes(served), calculationRoutes(served), auditRoutes(served)],
       health: async () => {
         // A database that neither answers nor refuses (a pool waiting on dead connections) counts as down after
         // HEALTH_CHECK_MS, so health always answers and says what the node waits for.

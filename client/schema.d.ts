@@ -1215,6 +1215,7 @@ export interface paths {
         403: components["responses"]["Error"];
         404: components["responses"]["Error"];
         422: components["responses"]["Error"];
+        429: components["responses"]["Error"];
         502: components["responses"]["Error"];
       };
     };
@@ -2093,6 +2094,7 @@ export interface paths {
         409: components["responses"]["Error"];
         413: components["responses"]["Error"];
         422: components["responses"]["Problems"];
+        429: components["responses"]["Error"];
       };
     };
   };
@@ -2127,6 +2129,7 @@ export interface paths {
         403: components["responses"]["Error"];
         413: components["responses"]["Error"];
         422: components["responses"]["Error"];
+        429: components["responses"]["Error"];
       };
     };
   };

@@ -9,7 +9,8 @@ import { preferencesOf, resolveModel, resolvePreference, type Candidate, type Tr
 import { parseSemver } from '../domain/translators/semver.js';
 import { isTranslatorError, type EncodedData, type FieldMap, type Program, type Sandbox, type Translation as Decoding, type TranslatorSpec, type UnmappedPolicy } from '../sandbox/index.js';
 import { RecentMemory } from '../domain/shared/recentMemory.js';
-import { ValidationError } from '../domain/shared/errors.js';
+import { TimeoutBudget } from '../sandbox/index.js';
+import { TooManyRequestsError, ValidationError } from '../domain/shared/errors.js';
 import type { Database } from '../projections/database.js';
 import type { Projection } from '../projections/runner.js';
 import { LogWriter } from '../domain/logs/writer.js';
@@ -88,6 +89,14 @@ interface Chain {
   decoder: Link | undefined;
   chained: Link[];
 }
+
+/**
+ * Who a translator's failures on a device count against, besides the device: the translator version on every
+ * device of the device's owner (its creator). One owner's many devices cannot make a version stall the platform
+ * more often than one device could make it stall for long, and neither that version on other owners' devices
+ * nor the owner's other translators stop.
+ */
+const payerOf = (translatorId: string, info: DeviceInfo) => `${translatorId}\u0000${info.createdBy}`;
 
 /** Device documents kept for chained translators (each reads the device it runs on). */
 const MAX_CACHED_DOCS = 20_000;
@@ -193,6 +202,8 @@ export class Translation implements Decoder {
     private readonly db: Kysely<Database>,
     private readonly sandbox: Sandbox,
     private readonly log: Logger,
+    /** Time-outs and lost contexts per translator version and device owner (`sandbox/budget.ts`). */
+    private readonly budget: TimeoutBudget = new TimeoutBudget(),
   ) {
     this.logs = new LogWriter(store, log);
   }
@@ -235,10 +246,14 @@ export class Translation implements Decoder {
     if (!link) throw ValidationError.field(field, 'needs a translator on the iotnode to encode it (translatorPreferences or deviceModelName); send the payload as hex instead');
     const program = await this.program(link.translator);
     if (!program.encodes) throw ValidationError.field(field, `cannot be encoded: the translator ${link.translator.name} ${link.translator.version.text} defines no encodeDownlink`);
+    const payer = payerOf(link.translator.id, info!);
+    const blocked = this.budget.blockedUntil(payer);
+    if (blocked) throw new TooManyRequestsError(`ERR - ${field} cannot be encoded now: ${link.translator.name} ${link.translator.version.text} is ${this.budgetSpent(blocked)}`, Math.max(1, Math.ceil((blocked - Date.now()) / 1000)));
     try {
       return await program.encode(fPort === undefined ? { data } : { data, fPort });
     } catch (error) {
       if (!isTranslatorError(error)) throw error;
+      if (error.kind === 'timeout' || error.discarded) this.budget.charge(payer);
       throw ValidationError.field(field, `was refused by ${link.translator.name} ${link.translator.version.text}: ${error.message}`.slice(0, 1000));
     }
   }
@@ -299,14 +314,9 @@ export class Translation implements Decoder {
         this.logFailure(deviceId, translator, 'encodedData must be {hexEncoded: <hex string of whole bytes>, port: <number>}', 'input');
         return this.undecoded(deviceId, payload, receivedAt);
       }
-      const suspended = this.suspendedUntil(translator.id, deviceId);
-      if (suspended) {
-        this.logFailure(
-          deviceId,
-          translator,
-          `suspended for this device until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs, or other failures that cost a new sandbox context, on its uplinks within ${SUSPEND_WINDOW_MS / 1000} s; the uplink is stored undecoded`,
-          'suspended',
-        );
+      const suspension = this.suspension(translator.id, deviceId, info);
+      if (suspension) {
+        this.logFailure(deviceId, translator, `${suspension}; the uplink is stored undecoded`, 'suspended');
         return this.undecoded(deviceId, payload, receivedAt);
       }
       try {
@@ -314,13 +324,13 @@ export class Translation implements Decoder {
         const program = loaded instanceof Promise ? await loaded : loaded;
         this.calls++;
         const out = await program.decode(raw, { receivedAt, parameters: chain.decoder.parameters });
-        if (out.discarded) this.strike(translator.id, deviceId);
+        if (out.discarded) this.strike(translator.id, deviceId, info);
         merged = withFields(payload, out.result);
         updates = out.additionalDeviceUpdates ?? [];
         if (out.warnings || out.dropped) this.logCodecNotes(deviceId, translator, out);
       } catch (error) {
         if (!isTranslatorError(error)) throw error;
-        if (error.kind === 'timeout' || error.discarded) this.strike(translator.id, deviceId);
+        if (error.kind === 'timeout' || error.discarded) this.strike(translator.id, deviceId, info);
         // The sandbox's message already ends with the line and column, when it has them.
         this.logFailure(deviceId, translator, error.message, error.kind, {
           ...(error.key ? { key: error.key } : {}),
@@ -334,18 +344,18 @@ export class Translation implements Decoder {
       const doc = await this.docOf(deviceId);
       let iotnode: DeviceDoc = { ...doc, ...reportableFields(merged, false).kept, _id: deviceId, reportedAt: receivedAt };
       for (const link of chain.chained) {
-        if (this.suspendedUntil(link.translator.id, deviceId)) break;
+        if (this.suspension(link.translator.id, deviceId, info)) break;
         try {
           const program = await this.program(link.translator);
           this.calls++;
           const out = await program.chain(iotnode, link.parameters);
-          if (out.discarded) this.strike(link.translator.id, deviceId);
+          if (out.discarded) this.strike(link.translator.id, deviceId, info);
           iotnode = withFields(iotnode, out.result);
           merged = withFields(merged, out.result);
           if (out.additionalDeviceUpdates) updates = [...updates, ...out.additionalDeviceUpdates];
         } catch (error) {
           if (!isTranslatorError(error)) throw error;
-          if (error.kind === 'timeout' || error.discarded) this.strike(link.translator.id, deviceId);
+          if (error.kind === 'timeout' || error.discarded) this.strike(link.translator.id, deviceId, info);
           break;
         }
       }
@@ -454,7 +464,23 @@ export class Translation implements Decoder {
     );
   }
 
-  private strike(translatorId: string, deviceId: string): void {
+  /** Why the translator does not run on this device's uplinks now: suspended for the device, or its owner's budget spent; null when it runs. */
+  private suspension(translatorId: string, deviceId: string, info: DeviceInfo): string | null {
+    const suspended = this.suspendedUntil(translatorId, deviceId);
+    if (suspended) {
+      return `suspended for this device until ${new Date(suspended).toISOString()} after ${SUSPEND_AFTER_TIMEOUTS} time-outs, or other failures that cost a new sandbox context, on its uplinks within ${SUSPEND_WINDOW_MS / 1000} s`;
+    }
+    const blocked = this.budget.blockedUntil(payerOf(translatorId, info));
+    return blocked ? this.budgetSpent(blocked) : null;
+  }
+
+  private budgetSpent(until: number): string {
+    return `suspended for every iotnode of this owner until ${new Date(until).toISOString()} after ${this.budget.limit} time-outs, or other failures that cost a new sandbox context, on their uplinks and downlinks within ${this.budget.windowMs / 1000} s`;
+  }
+
+  /** A time-out or a lost context: counted for the (translator, device) pair, and for the translator on every device of the device's owner. */
+  private strike(translatorId: string, deviceId: string, info: DeviceInfo): void {
+    if (this.budget.charge(payerOf(translatorId, info))) this.log.warn({ owner: info.createdBy, translatorId, deviceId }, 'translator suspended for every device of an owner after repeated time-outs or lost sandbox contexts');
     const now = Date.now();
     let devices = this.timeouts.get(translatorId);
     if (!devices) this.timeouts.set(translatorId, (devices = new Map()));

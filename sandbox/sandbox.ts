@@ -101,9 +101,9 @@ export interface Sandbox {
   /** Upload check: size, syntax (with line), the top level runs, `translate` or `decodeUplink` is defined. Keeps nothing. */
   compile(code: string): Promise<Entries>;
   /** `compile`, then runs every example in one context (a fresh one after a time-out or memory failure). */
-  check(source: Omit<TranslatorSource, 'key'>, examples: Example[], options: { at: string; parameters?: Record<string, unknown> }): Promise<Checked>;
+  check(source: Omit<TranslatorSource, 'key'>, examples: Example[], options: { at: string; parameters?: Record<string, unknown>; strike?: Strike }): Promise<Checked>;
   /** Runs a device-repository codec on sample uplinks and downlinks, in one context; for proposing a translator from it. */
-  sample(code: string, inputs: { uplinks: { encodedData: EncodedData; receivedAt: string }[]; downlinks: DownlinkRequest[] }): Promise<Samples>;
+  sample(code: string, inputs: { uplinks: { encodedData: EncodedData; receivedAt: string }[]; downlinks: DownlinkRequest[] }, options?: { strike?: Strike }): Promise<Samples>;
   /** Validates spec and code, keeps warm contexts ready. Loading the same key and content again is a no-op; new content replaces the old. */
   load(source: TranslatorSource): Promise<Program>;
   get(key: string): Program | undefined;
@@ -123,6 +123,15 @@ interface Compiled {
   check: ResultCheck;
   map: FieldMapper;
 }
+
+/**
+ * Told of every call of a check or a sample that ran into its deadline or cost its context (the caller counts it
+ * against whoever pays, `sandbox/budget.ts`); answering false stops the calls still to come, which are not run.
+ */
+export type Strike = () => boolean;
+
+/** Why the calls after a refused strike did not run. */
+const budgetSpent = 'not run: the translators of this user ran into their deadline, or cost a sandbox context, too often within the last minute';
 
 /** Examples stop running after this long in all (at upload and at import); a looping codec costs a second per example. */
 export const EXAMPLES_BUDGET_MS = 10_000;
@@ -201,13 +210,14 @@ function checkRequest(request: DownlinkRequest): void {
 }
 
 /** Runs one example; the outcome is data, never a throw (except host faults). */
-function runExample(context: TranslatorContext, compiled: Compiled, example: Example, at: string, parameters: Record<string, unknown>): ExampleResult {
+function runExample(context: TranslatorContext, compiled: Compiled, example: Example, at: string, parameters: Record<string, unknown>, timedOut: () => void): ExampleResult {
   const options = { receivedAt: example.input.recvTime ?? at, parameters };
   let translation: Translation;
   try {
     translation = decodeIn(context, compiled, exampleUplink(example.input), options);
   } catch (error) {
     if (!(error instanceof TranslatorError)) throw error;
+    if (error.kind === 'timeout') timedOut();
     const expected = example.errors;
     if (expected) {
       const got = error.kind === 'codec' ? error.codecErrors : [];
@@ -403,16 +413,17 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
 
   return {
     compile: (code) => once(code, (context) => context.entries),
-    async check(source, examples, { at, parameters = {} }) {
+    async check(source, examples, { at, parameters = {}, strike = () => true }) {
       const compiled = compileSource(source);
       return once(source.code, async (first) => {
         const results: ExampleResult[] = [];
         const started = Date.now();
         let context = first;
+        let stopped = false;
         try {
           for (const example of examples) {
-            if (Date.now() - started > examplesBudgetMs) {
-              results.push({ passed: false, ranAt: at, problem: notRun });
+            if (stopped || Date.now() - started > examplesBudgetMs) {
+              results.push({ passed: false, ranAt: at, problem: stopped ? budgetSpent : notRun });
               continue;
             }
             if (context.broken) {
@@ -420,7 +431,9 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
               context = await TranslatorContext.create(source.code, limits);
             }
             if (results.length > 0) await turn();
-            results.push(runExample(context, compiled, example, at, parameters));
+            let struck = false;
+            results.push(runExample(context, compiled, example, at, parameters, () => (struck = true)));
+            if ((struck || context.broken) && !strike()) stopped = true;
           }
         } finally {
           if (context !== first && !context.dispose()) disposeFailures++;
@@ -428,12 +441,14 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
         return { entries: first.entries, examples: results };
       });
     },
-    async sample(code, inputs) {
+    async sample(code, inputs, { strike = () => true } = {}) {
       return once(code, async (first) => {
         let context = first;
         const started = Date.now();
+        let stopped = false;
         const attempt = async <T>(run: (c: TranslatorContext) => T): Promise<Sampled<T>> => {
           // As at upload: a codec that loops costs a second per input, so they stop after the budget.
+          if (stopped) return { error: budgetSpent, kind: 'timeout', codecErrors: [] };
           if (Date.now() - started > examplesBudgetMs) return { error: notRun, kind: 'timeout', codecErrors: [] };
           await turn();
           if (context.broken) {
@@ -444,6 +459,7 @@ export function createSandbox(options: SandboxOptions = {}): Sandbox {
             return { ok: run(context) };
           } catch (error) {
             if (!(error instanceof TranslatorError)) throw error;
+            if ((error.kind === 'timeout' || context.broken) && !strike()) stopped = true;
             return { error: error.message, kind: error.kind, codecErrors: error.codecErrors };
           }
         };

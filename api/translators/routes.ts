@@ -3,7 +3,7 @@ import { Router } from 'express';
 import { parseDocument as parseYamlDocument } from 'yaml';
 import type { Deps } from '../deps.js';
 import { requestContext, write } from '../deps.js';
-import { ConflictError, NotFoundError, PayloadTooLargeError, ValidationError, type Problem } from '../../domain/shared/errors.js';
+import { ConflictError, NotFoundError, PayloadTooLargeError, TooManyRequestsError, ValidationError, type Problem } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import {
   MAX_CODE_BYTES,
@@ -20,7 +20,7 @@ import type { RecordedEvent } from '../../domain/shared/events.js';
 import { revisions, streamEvents } from '../../domain/audit/history.js';
 import { downlinkExamples, proposeTranslator, uplinkExamples, type ReviewNote } from '../../domain/translators/proposal.js';
 import { parseSemver } from '../../domain/translators/semver.js';
-import { exampleInputProblem, exampleUplink, firstDifference, isTranslatorError, MAX_EXAMPLES, type Entries, type ExampleInput, type Sandbox } from '../../sandbox/index.js';
+import { exampleInputProblem, exampleUplink, firstDifference, isTranslatorError, MAX_EXAMPLES, type Entries, type ExampleInput, type Sandbox, type Strike, type TimeoutBudget } from '../../sandbox/index.js';
 import type { TranslatorsTable } from '../../projections/translators.js';
 import type { Translation } from '../../ingest/translate.js';
 import { readableBy } from '../access.js';
@@ -85,11 +85,18 @@ function checkSize(code: string): void {
 }
 
 /** Runs a sandbox check, turning what the code did wrong into a 422 on `code`. */
-async function codeCheck<T>(run: () => Promise<T>): Promise<T> {
+async function codeCheck<T>(budget: TimeoutBudget, payer: string, run: (strike: Strike) => Promise<T>): Promise<T> {
+  // Code that loops holds the whole platform for its deadline: a user whose translators keep doing so waits (sandbox/budget.ts).
+  const blocked = budget.blockedUntil(payer);
+  if (blocked) {
+    const wait = Math.max(1, Math.ceil((blocked - Date.now()) / 1000));
+    throw new TooManyRequestsError(`ERR - too many translator time-outs: your translators ran into their deadline, or cost a sandbox context, ${budget.limit} times within ${budget.windowMs / 1000} s; try again in ${wait} s`, wait);
+  }
   try {
-    return await run();
+    return await run(() => budget.charge(payer) === 0);
   } catch (error) {
     if (!isTranslatorError(error)) throw error;
+    if (error.kind === 'timeout' || error.discarded) budget.charge(payer);
     // The sandbox's message already ends with the line and column.
     throw ValidationError.field('code', error.message);
   }
@@ -154,7 +161,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  * role's GET on `translator`, uploads, imports and deletions its POST and
  * DELETE (admins by default); there are no per-translator access rights.
  */
-export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Translation): Router {
+export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Translation, budget: TimeoutBudget): Router {
   const router = Router();
 
   router.get('/api/translators', async (req, res) => {
@@ -189,8 +196,8 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
     if (!parseSemver(fields.version)) throw ValidationError.field('version', 'must be a semantic version such as 1.0.0');
     checkFields(fields);
     const context = requestContext(deps, req);
-    const { entries, examples } = await codeCheck(() =>
-      sandbox.check(fields, fields.examples, { at: context.now, parameters: defaultParameters(fields.parameters) }),
+    const { entries, examples } = await codeCheck(budget, principalOf(req).id, (strike) =>
+      sandbox.check(fields, fields.examples, { at: context.now, parameters: defaultParameters(fields.parameters), strike }),
     );
     if (entries.translate && Object.keys(fields.fieldMap).length > 0) {
       throw ValidationError.field('fieldMap', "maps the data of decodeUplink, but this code defines translate, which decodes raw uplinks instead: remove translate, or the fieldMap");
@@ -223,11 +230,15 @@ export function translatorRoutes(deps: Deps, sandbox: Sandbox, translation: Tran
     if (listed.length > MAX_EXAMPLES) throw ValidationError.field('codecYaml', `has ${listed.length} downlinkEncoder examples, more than the ${MAX_EXAMPLES} an import runs`);
     const runnable = uplinks.filter((e) => isRecord(e.input) && !exampleInputProblem(e.input as ExampleInput));
     const downlinks = listed.filter((e) => isRecord(e.input) && isRecord((e.input as { data?: unknown }).data));
-    const samples = await codeCheck(() =>
-      sandbox.sample(body.code, {
-        uplinks: runnable.map((e) => ({ encodedData: exampleUplink(e.input as ExampleInput), receivedAt: now })),
-        downlinks: downlinks.map((e) => ({ data: (e.input as { data: Record<string, unknown> }).data })),
-      }),
+    const samples = await codeCheck(budget, principalOf(req).id, (strike) =>
+      sandbox.sample(
+        body.code,
+        {
+          uplinks: runnable.map((e) => ({ encodedData: exampleUplink(e.input as ExampleInput), receivedAt: now })),
+          downlinks: downlinks.map((e) => ({ data: (e.input as { data: Record<string, unknown> }).data })),
+        },
+        { strike },
+      ),
     );
     requireCodec(samples.entries);
     const proposal = proposeTranslator({

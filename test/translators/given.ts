@@ -33,16 +33,16 @@ export async function givenTranslator(t: TestPlatform, overrides: Record<string,
   return res.body;
 }
 
-/** A device registered over REST by the admin. */
-export async function givenDevice(t: TestPlatform, fields: Record<string, unknown>): Promise<Record<string, any>> {
-  const res = await t.call('POST', '/api/iotnodes', { body: fields });
+/** A device registered over REST, by the admin unless `token` says who. */
+export async function givenDevice(t: TestPlatform, fields: Record<string, unknown>, token = t.adminToken): Promise<Record<string, any>> {
+  const res = await t.call('POST', '/api/iotnodes', { body: fields, token });
   assert.is(res.status, 201, res.text);
   return res.body;
 }
 
 /** A raw uplink over HTTP that must be accepted; returns the device after it. */
-export async function uplink(t: TestPlatform, deviceId: string, hexEncoded: string, port = 1, extra: Record<string, unknown> = {}): Promise<Record<string, any>> {
-  const res = await t.call('POST', `/api/iotnodes/${deviceId}/uplinks`, { body: { encodedData: { hexEncoded, port }, ...extra } });
+export async function uplink(t: TestPlatform, deviceId: string, hexEncoded: string, port = 1, extra: Record<string, unknown> = {}, token = t.adminToken): Promise<Record<string, any>> {
+  const res = await t.call('POST', `/api/iotnodes/${deviceId}/uplinks`, { body: { encodedData: { hexEncoded, port }, ...extra }, token });
   assert.is(res.status, 200, res.text);
   return res.body;
 }
@@ -57,8 +57,8 @@ export interface LogLine {
   data?: Record<string, unknown>;
 }
 
-export async function logsOf(t: TestPlatform, resourceId: string): Promise<LogLine[]> {
-  const res = await t.call('GET', `/api/logs?resourceId=${resourceId}&limit=1000`);
+export async function logsOf(t: TestPlatform, resourceId: string, token = t.adminToken): Promise<LogLine[]> {
+  const res = await t.call('GET', `/api/logs?resourceId=${resourceId}&limit=1000`, { token });
   assert.is(res.status, 200, res.text);
   return res.body.logs;
 }
@@ -71,9 +71,9 @@ export const deviceWhen = (t: TestPlatform, id: string, check: (d: Record<string
   }, 10_000, what);
 
 /** Waits for the `count`-th log entry on a resource (log writes are asynchronous). */
-export function logsAtLeast(t: TestPlatform, resourceId: string, count: number): Promise<LogLine[]> {
+export function logsAtLeast(t: TestPlatform, resourceId: string, count: number, token = t.adminToken): Promise<LogLine[]> {
   return eventually(async () => {
-    const logs = await logsOf(t, resourceId);
+    const logs = await logsOf(t, resourceId, token);
     return logs.length >= count ? logs : undefined;
   }, 10_000, `${count} log entries on ${resourceId}`);
 }
