@@ -14,6 +14,7 @@ import { memoizeValidatorRouteMatchers } from './routeMatchers.js';
 import { checkInput, contentEncoding, isInstant } from './input.js';
 import { requestTimer, timeRequests, type Metrics } from './metrics.js';
 import { directRoute, type DirectRoute, type Pipeline } from './direct.js';
+import { userTurns } from './turns.js';
 
 /** Body cap for JSON requests, in bytes (1 MiB); larger bodies get 413. */
 export const JSON_LIMIT = 1024 * 1024;
@@ -86,6 +87,7 @@ export function createApp(deps: Deps, openapi: OpenApiDocument, routes: Routes):
   app.use(deprecation);
   app.use((req, res, next) => (isPublic(req.operation!) ? next() : auth(req, res, next)));
   app.use(authorizeMethod(deps));
+  app.use(userTurns(deps.config.httpUserConcurrency, deps.config.httpUserQueue, deps.config.httpStatementTimeoutMs));
   app.use(contentEncoding());
   app.use(express.json({ limit: JSON_LIMIT }));
 

@@ -25,6 +25,10 @@ export interface Config {
   httpStatementTimeoutMs: number;
   /** How many database connections the HTTP front has, apart from those of ingest, the read models and the reactors. */
   httpConnections: number;
+  /** How many of one user's requests run at a time (`api/turns.ts`); more wait their turn. */
+  httpUserConcurrency: number;
+  /** How many of one user's requests wait their turn at most; one more answers 429. */
+  httpUserQueue: number;
   /** Lifetime of an access token, in seconds. */
   tokenTtlSeconds: number;
   /** The bearer token `GET /metrics` asks for; null: metrics are off (not collected, and the route answers 404). */
@@ -119,6 +123,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     projectionWaitMs: int('PROJECTION_WAIT_MS', 5000, 1, 600000),
     httpStatementTimeoutMs: int('HTTP_STATEMENT_TIMEOUT_MS', 30_000, 100, 3_600_000),
     httpConnections: int('HTTP_DATABASE_CONNECTIONS', 10, 2, 100),
+    httpUserConcurrency: int('HTTP_USER_CONCURRENCY', 4, 1, 1000),
+    httpUserQueue: int('HTTP_USER_QUEUE', 100, 0, 100_000),
     tokenTtlSeconds: int('TOKEN_TTL_SECONDS', 3600, 60, 30 * 24 * 3600),
     metricsToken,
     mqttTls: mqttTls(text, int),
