@@ -20,12 +20,18 @@ export interface DocSize {
 }
 
 /**
- * Sizes of nested objects and arrays already measured. A document is never
- * changed in place once built (each event folds into a new one that shares the
- * values it did not change), so a nested value keeps its size; the top level,
- * new after every event, is walked each time: as cheap as the copy that made it.
+ * Sizes of large nested objects and arrays already measured. A document is
+ * never changed in place once built (each event folds into a new one that
+ * shares the values it did not change), so a nested value keeps its size; the
+ * top level, new after every event, is walked each time: as cheap as the copy
+ * that made it. Only values of at least `REMEMBERED_BYTES` are remembered: a
+ * document of a million bytes then has at most about a thousand entries here,
+ * however many small values it holds (a weak map of hundreds of thousands of
+ * entries, `[[], [], …]`, slows every garbage collection of the process), and
+ * a small value is walked again for about what remembering it would cost.
  */
 const measured = new WeakMap<object, DocSize>();
+const REMEMBERED_BYTES = 1024;
 
 /**
  * The size of a JSON value: `fields` counts object keys at every depth,
@@ -75,7 +81,7 @@ function add(size: DocSize, value: unknown, nested: boolean): void {
       add(inner, (value as Record<string, unknown>)[key], true);
     }
   }
-  if (nested) measured.set(value, inner);
+  if (nested && inner.bytes >= REMEMBERED_BYTES) measured.set(value, inner);
   size.bytes += inner.bytes;
   size.fields += inner.fields;
 }
