@@ -113,7 +113,10 @@ export async function seriesWindowStats(db: Kysely<Database>, series: SeriesQuer
   if (series.length === 0) return [];
   const bounds = series.map((s) => {
     const ends = s.ends.map(micros);
-    return { from: new Date((Math.min(...ends) - s.seconds * 1e6) / 1000).toISOString(), to: new Date(Math.max(...ends) / 1000).toISOString() };
+    // Loops, not Math.min(...ends): a spread has a stack's worth of arguments at most.
+    const first = ends.reduce((a, b) => Math.min(a, b));
+    const last = ends.reduce((a, b) => Math.max(a, b));
+    return { from: new Date((first - s.seconds * 1e6) / 1000).toISOString(), to: new Date(last / 1000).toISOString() };
   });
   const params = sql`unnest(${series.map((_, i) => i)}::int[], ${series.map((s) => s.deviceId)}::text[], ${series.map((s) => s.field)}::text[],
       ${bounds.map((b) => b.from)}::timestamptz[], ${bounds.map((b) => b.to)}::timestamptz[]) AS r(g, d, f, a, b)`;

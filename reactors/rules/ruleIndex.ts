@@ -35,6 +35,8 @@ export class RuleIndex {
   private watched = new Set<string>();
   private geofences: GeofenceTriggerEntry[] = [];
   private schedules: ScheduleEntry[] = [];
+  /** The lookups miss a change of the rules: rebuilt at the next lookup, once however many rules changed (loading the index puts every rule). */
+  private stale = false;
 
   /** The devices a definition reads: its device triggers' and its conditions'. */
   static devicesOf(definition: RuleDefinition): string[] {
@@ -44,12 +46,12 @@ export class RuleIndex {
   /** Forgets every rule (before the index is loaded again, where the reactor takes over). */
   clear(): void {
     this.rules.clear();
-    this.derive();
+    this.stale = true;
   }
 
   put(rule: RunnableRule, revision: number): void {
     this.rules.set(rule.id, { rule, revision });
-    this.derive();
+    this.stale = true;
   }
 
   /** A rule event in log order; one the index already has (by revision) changes nothing. */
@@ -65,7 +67,7 @@ export class RuleIndex {
         break;
       case 'RuleDeleted':
         this.rules.delete(e.data.id);
-        this.derive();
+        this.stale = true;
         break;
       default: {
         const _: never = e;
@@ -83,27 +85,34 @@ export class RuleIndex {
   }
 
   watches(deviceId: string): boolean {
+    this.derive();
     return this.watched.has(deviceId);
   }
 
   deviceTriggers(deviceId: string): DeviceTriggerEntry[] {
+    this.derive();
     return this.byDevice.get(deviceId) ?? [];
   }
 
   hasGeofenceTriggers(): boolean {
+    this.derive();
     return this.geofences.length > 0;
   }
 
   geofenceTriggers(): GeofenceTriggerEntry[] {
+    this.derive();
     return this.geofences;
   }
 
   scheduleTriggers(): ScheduleEntry[] {
+    this.derive();
     return this.schedules;
   }
 
-  /** Rules change seldom; the lookups are rebuilt whole on each change. */
+  /** Rules change seldom; the lookups are rebuilt whole after a change, in one pass over every trigger. */
   private derive(): void {
+    if (!this.stale) return;
+    this.stale = false;
     this.byDevice = new Map();
     this.watched = new Set();
     this.geofences = [];
@@ -114,9 +123,12 @@ export class RuleIndex {
         if (node.type !== 'trigger') continue;
         const c = node.config;
         switch (c.resourceType) {
-          case 'device':
-            this.byDevice.set(c.deviceId, [...(this.byDevice.get(c.deviceId) ?? []), { rule, nodeId: node.id, ...(c.fields ? { fields: new Set(c.fields) } : {}) }]);
+          case 'device': {
+            let entries = this.byDevice.get(c.deviceId);
+            if (!entries) this.byDevice.set(c.deviceId, (entries = []));
+            entries.push({ rule, nodeId: node.id, ...(c.fields ? { fields: new Set(c.fields) } : {}) });
             break;
+          }
           case 'geofence':
             this.geofences.push({ rule, nodeId: node.id, geofenceId: c.geofenceId, event: c.event });
             break;

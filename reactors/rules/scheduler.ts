@@ -83,7 +83,9 @@ export class Scheduler {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (this.stopped || this.next.size === 0) return;
-    const soonest = Math.min(...[...this.next.values()].map((n) => n.at.getTime()));
+    // A loop, not Math.min(...all): a spread of every tenant's triggers into one call overflows the stack past about 125,000.
+    let soonest = Infinity;
+    for (const { at } of this.next.values()) soonest = Math.min(soonest, at.getTime());
     const wait = Math.max(0, Math.min(this.maxWaitMs, soonest - this.deps.clock().getTime()));
     this.timer = setTimeout(() => {
       this.busy = this.busy.then(() => this.tick());
