@@ -25,6 +25,13 @@ export const CALCULATION_LIMITS = {
   maxIntervalSeconds: 31 * 86_400,
   /** Windows: 1 s to 31 days. */
   maxWindowSeconds: 31 * 86_400,
+  /**
+   * Every result is a report, which sets off the calculations that read it: one report may set off at most this
+   * many runs in all, through chains at most `chainDepth` calculations long. Layers of calculations each reading
+   * every result of the layer before turn one report into w + w² + … runs, shared by every tenant's reactor.
+   */
+  runsPerReport: 1000,
+  chainDepth: 8,
 };
 
 /** A field of a device: a top-level field, or a dotted path into a nested report (`sensors.0.temperature`). */
@@ -166,6 +173,51 @@ function checkNoCycle(id: string, d: CalculationDefinition, others: CalculationL
   throw ValidationError.field('destination', `feeds back into this calculation's sources through calculation ${chain}: calculations must not form a cycle`);
 }
 
+/**
+ * What one report of a field sets off, once `d` is among the calculations: the runs of every calculation that
+ * reads the field, of every one that reads their results, and so on (the graph has no cycle), and the longest
+ * such chain. Refuses, naming the field, a definition with which either passes its limit.
+ */
+function checkChains(id: string, d: CalculationDefinition, others: CalculationLink[]): void {
+  const all: CalculationLink[] = [...others.filter((o) => o.id !== id), { id, name: d.name, sources: sourcesOf(d), destination: d.destination }];
+  const readers = new Map<string, CalculationLink[]>();
+  for (const c of all) for (const s of c.sources) readers.set(fieldKey(s), [...(readers.get(fieldKey(s)) ?? []), c]);
+  const known = new Map<string, { runs: number; depth: number }>();
+  const open = new Set<string>();
+  // Depth first from each field, remembered per field. This calculation joins no cycle (`checkNoCycle` ran first);
+  // a cycle among the others, stored before cycles were refused, is walked around once.
+  const reach = (field: string): { runs: number; depth: number } => {
+    const seen = known.get(field);
+    if (seen) return seen;
+    if (open.has(field)) return { runs: 0, depth: 0 };
+    open.add(field);
+    let runs = 0;
+    let depth = 0;
+    for (const c of readers.get(field) ?? []) {
+      const after = reach(fieldKey(c.destination));
+      runs += 1 + after.runs;
+      depth = Math.max(depth, 1 + after.depth);
+    }
+    const out = { runs: Math.min(runs, Number.MAX_SAFE_INTEGER), depth };
+    open.delete(field);
+    known.set(field, out);
+    return out;
+  };
+  let most: [string, { runs: number; depth: number }] | null = null;
+  let deepest: [string, { runs: number; depth: number }] | null = null;
+  for (const field of readers.keys()) {
+    const r = reach(field);
+    if (!most || r.runs > most[1].runs) most = [field, r];
+    if (!deepest || r.depth > deepest[1].depth) deepest = [field, r];
+  }
+  if (deepest && deepest[1].depth > CALCULATION_LIMITS.chainDepth) {
+    throw ValidationError.field('destination', `would make a chain of ${deepest[1].depth} calculations from ${deepest[0]} (each reading the result of the one before); at most ${CALCULATION_LIMITS.chainDepth} are allowed`);
+  }
+  if (most && most[1].runs > CALCULATION_LIMITS.runsPerReport) {
+    throw ValidationError.field('sources', `would let one report of ${most[0]} set off ${most[1].runs} calculation runs (the calculations that read it, those that read their results, and so on); at most ${CALCULATION_LIMITS.runsPerReport} are allowed`);
+  }
+}
+
 export const calculationDecider: Decider<CalculationCommand, CalculationState, CalculationEvent> = {
   initialState: () => ({ status: 'none' }),
   decide(command, state) {
@@ -173,6 +225,7 @@ export const calculationDecider: Decider<CalculationCommand, CalculationState, C
       if (state.status !== 'none') throw new ConflictError(`Calculation ${command.id} already exists`);
       checkDefinition(command.definition);
       checkNoCycle(command.id, command.definition, command.others);
+      checkChains(command.id, command.definition, command.others);
       return [{ type: 'CalculationCreated', data: { id: command.id, createdBy: command.createdBy, definition: command.definition, at: command.at } }];
     }
     if (state.status !== 'active') throw new NotFoundError(CALCULATION_NOT_FOUND);
@@ -180,6 +233,7 @@ export const calculationDecider: Decider<CalculationCommand, CalculationState, C
       case 'ReplaceCalculation':
         checkDefinition(command.definition);
         checkNoCycle(command.id, command.definition, command.others);
+        checkChains(command.id, command.definition, command.others);
         return [{ type: 'CalculationReplaced', data: { id: command.id, definition: command.definition, at: command.at } }];
       case 'HaltCalculation':
         if (state.halted === command.reason) return [];

@@ -50,6 +50,30 @@ deciders('given nothing, when a calculation is created, then CalculationCreated 
   deciderSpec(calculationDecider).given([]).when(create(sum)).then([created]);
 });
 
+deciders('given a chain of eight calculations, each reading the result of the one before, when a ninth reads the last result, then 422 names the chain', () => {
+  const chain = Array.from({ length: 8 }, (_, i) => link(`c${i}`, [[a, `f${i}`]], [a, `f${i + 1}`]));
+  deciderSpec(calculationDecider)
+    .given([])
+    .when(create({ ...sum, sources: [{ deviceId: a, field: 'f8' }], destination: { deviceId: a, field: 'f9' } }, chain))
+    .thenThrows(ValidationError, `ERR - destination would make a chain of 9 calculations from ${a}/f0 (each reading the result of the one before); at most 8 are allowed`);
+  // Eight long is allowed.
+  deciderSpec(calculationDecider).given([]).when(create({ ...sum, sources: [{ deviceId: a, field: 'f7' }], destination: { deviceId: b, field: 'g' } }, chain.slice(0, 7))).events();
+});
+
+deciders('given layers of calculations, each reading every result of the layer before, when one more would let one report set off more than 1,000 runs, then 422 names the field', () => {
+  // 30 read a.x; 30 more read all 30 results: one report of a.x sets off 30 × (1 + 30) = 930 runs.
+  const first = Array.from({ length: 30 }, (_, i) => link(`l1-${i}`, [[a, 'x']], [b, `y${i}`]));
+  const second = Array.from({ length: 30 }, (_, j) => link(`l2-${j}`, first.map((_, i) => [b, `y${i}`] as [string, string]), [c, `z${j}`]));
+  const readsAll = (destination: string) => ({ ...sum, sources: first.map((_, i) => ({ deviceId: b, field: `y${i}` })), destination: { deviceId: c, field: destination } });
+  // A 31st in the second layer: 30 × (1 + 31) = 960 runs, allowed.
+  deciderSpec(calculationDecider).given([]).when(create(readsAll('z30'), [...first, ...second])).events();
+  // With three more there already, the same one would make 30 × (1 + 34) = 1,050: refused.
+  deciderSpec(calculationDecider)
+    .given([])
+    .when(create(readsAll('z30'), [...first, ...second, ...Array.from({ length: 3 }, (_, k) => link(`l2-extra-${k}`, first.map((_, i) => [b, `y${i}`] as [string, string]), [c, `w${k}`]))]))
+    .thenThrows(ValidationError, `ERR - sources would let one report of ${a}/x set off 1050 calculation runs (the calculations that read it, those that read their results, and so on); at most 1000 are allowed`);
+});
+
 deciders('given a calculation, when it is created again, then a conflict', () => {
   deciderSpec(calculationDecider).given([created]).when(create(sum)).thenThrows(ConflictError);
 });
