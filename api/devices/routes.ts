@@ -11,7 +11,7 @@ import { satisfies, type Scope } from '../../domain/access/scopes.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../domain/shared/errors.js';
 import { newResourceId } from '../../domain/shared/ids.js';
 import { handle, type CommandContext } from '../../domain/shared/decider.js';
-import { DEVICE_NOT_FOUND, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc, type DeviceEvent, type DeviceState, type DocState, evolveDocState } from '../../domain/devices/device.js';
+import { DEVICE_NOT_FOUND, claimDecider, deviceDecider, deviceStream, mqttRegistration, presentDevice, type DeviceCommand, type DeviceDoc, type DeviceEvent, type DeviceState, type DocState, evolveDocState } from '../../domain/devices/device.js';
 import { resourceRevisions, timeOf } from '../history.js';
 import { stateAt } from '../../domain/audit/history.js';
 import type { RecordedEvent } from '../../domain/shared/events.js';
@@ -176,7 +176,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest, geometry: FenceGeometry
       return deviceId;
     });
     // Read from the stream: a device created by this very claim is not in the read models yet.
-    const current = (await deps.store.readStream(deviceStream(id))).reduce((s, e) => deviceDecider.evolve(s, e as unknown as DeviceEvent), deviceDecider.initialState());
+    const current = (await deps.store.readStream(deviceStream(id))).reduce((s, e) => claimDecider.evolve(s, e as unknown as DeviceEvent), claimDecider.initialState());
     // Only a device a credentials set reports is claimable: one created over REST (or whose set is gone) answers as an unknown secret,
     // since knowing a secret must not hand out rights on a device someone else owns.
     const setId = current.status === 'active' ? current.credentialsSetId : null;
@@ -194,7 +194,7 @@ export function deviceRoutes(deps: Deps, ingest: Ingest, geometry: FenceGeometry
       at: context.now,
     };
     try {
-      await write(deps, context, deviceStream(id), deviceDecider, command, { retries: 3 });
+      await write(deps, context, deviceStream(id), claimDecider, command, { retries: 3 });
     } catch (error) {
       if (error instanceof NotFoundError) {
         // The owner sees who tried; the caller learns nothing it could not learn from an unknown secret.

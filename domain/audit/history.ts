@@ -23,6 +23,18 @@ export interface Fold<S> {
 const PAGE = 5000;
 
 /**
+ * A fold gives the event loop back this often: a device's years of reports, each folded into a wide document,
+ * take seconds, and every other request, message and tenant would wait for all of them at once.
+ */
+const SLICE_MS = 10;
+
+/** Null while the slice that began at `since` lasts; once it is used up, a pause until the event loop's other work has run. */
+function pause(since: { at: number }): Promise<void> | null {
+  if (performance.now() - since.at < SLICE_MS) return null;
+  return new Promise<void>((resolve) => setImmediate(resolve)).then(() => void (since.at = performance.now()));
+}
+
+/**
  * The state of a stream at `at`: its events folded in order, up to the first
  * one stamped after `at` (events of one stream are stamped in the order they
  * are appended, so that prefix is a state the resource really had), from the
@@ -38,12 +50,15 @@ export async function stateAt<S>(
 ): Promise<{ state: S; revision: number }> {
   let state = from ? from.state : fold.initial();
   let revision = from ? from.revision : -1;
+  const slice = { at: performance.now() };
   for (;;) {
     const events = await store.readStream(streamId, { fromRevision: revision + 1, limit: PAGE });
     for (const event of events) {
       if (event.metadata.time > at) return { state, revision };
       state = fold.evolve(state, event);
       revision = event.revision;
+      const paused = pause(slice);
+      if (paused) await paused;
     }
     if (events.length < PAGE) return { state, revision };
   }
@@ -69,6 +84,7 @@ export async function* streamEvents(store: EventStore, streamId: string): AsyncG
 export async function revisions<S>(events: Iterable<RecordedEvent> | AsyncIterable<RecordedEvent>, fold: Fold<S>, shown: (e: RecordedEvent) => boolean = () => true): Promise<Revision[]> {
   const out: Revision[] = [];
   let state = fold.initial();
+  const slice = { at: performance.now() };
   for await (const event of events) {
     const next = fold.evolve(state, event);
     if (shown(event)) {
@@ -76,6 +92,8 @@ export async function revisions<S>(events: Iterable<RecordedEvent> | AsyncIterab
       out.push({ time, actor, correlationId, type: event.type, revision: event.revision, changes: diff(fold.view(state), fold.view(next)) });
     }
     state = next;
+    const paused = pause(slice);
+    if (paused) await paused;
   }
   return out;
 }

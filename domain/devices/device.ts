@@ -406,6 +406,16 @@ export const deviceDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
 };
 
 /**
+ * The device's decider for claims. A claim decides on who claimed before and on the credentials set, never on
+ * the document, so its fold passes over reports (the bulk of a device's life: tens of thousands a month) instead
+ * of folding each into the document, which made a claim cost a second per ten thousand reports of a wide device.
+ */
+export const claimDecider: Decider<DeviceCommand, DeviceState, DeviceEvent> = {
+  ...deviceDecider,
+  evolve: (state, event) => (event.type === 'DeviceReported' ? state : deviceDecider.evolve(state, event)),
+};
+
+/**
  * The one decision on a device report: the fields a report may change go
  * into a `DeviceReported`; fields that identify the device or belong to the
  * platform are left out and named in `ignored`. Pure; the caller knows the
