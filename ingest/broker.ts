@@ -50,6 +50,14 @@ export const MAX_CLIENT_ID_BYTES = 256;
 const DELIVERIES_IN_FLIGHT = 5_000;
 
 /**
+ * Topics one connection may be subscribed to at once. Each is kept in the
+ * broker's memory and in the session's store, and a consumer of many devices
+ * subscribes with a wildcard (`svc/output/v2/<id>/#`); past this many a
+ * SUBSCRIBE gets SUBACK 0x80 for each new topic.
+ */
+export const MAX_SUBSCRIPTIONS = 1_000;
+
+/**
  * Who a connection logged in as, the client id it chose, and the
  * connection's own id, unique across the nodes of a cluster (the redelivery
  * memory tells a re-send from a new message by the connection that sent it).
@@ -139,7 +147,7 @@ export interface Broker {
   tlsPort: number | null;
   /** Publishes from the platform itself (output topics, downlinks). */
   publish(topic: string, payload: Buffer | string, qos?: 0 | 1): Promise<void>;
-  /** Corks the connections subscribed to output topics; the returned function uncorks them. */
+  /** Corks the connections, so a batch of deliveries leaves each in one write; the returned function uncorks them. */
   holdConsumers(): () => void;
   /**
    * The first step of a stop: no new connection is accepted, and a PUBLISH that arrives from here on is
@@ -554,7 +562,15 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
     authorizeSubscribe(client, sub, callback) {
       const session = sessions.get(client);
       const topic = sub.topic;
-      if (maySubscribe(session, topic)) return callback(null, sub);
+      const held = (client as Client & { subscriptions: Record<string, unknown> }).subscriptions;
+      if (maySubscribe(session, topic) && (topic in held || Object.keys(held).length < MAX_SUBSCRIPTIONS)) return callback(null, sub);
+      if (maySubscribe(session, topic)) {
+        const message = `MQTT subscription to ${topic} refused: a connection holds at most ${MAX_SUBSCRIPTIONS} subscriptions; subscribe with a wildcard (svc/output/v2/<id>/#)`;
+        if (session?.kind === 'credentials') refuseSet(session.id, message, 'too many subscriptions');
+        else if (session?.kind === 'app') refuseApp(session.id, message, 'too many subscriptions');
+        else log.warn({ clientId: client.id, session, topic }, 'MQTT subscription refused: too many subscriptions on one connection');
+        return callback(null, null);
+      }
       if (session?.kind === 'credentials') refuseSet(session.id, `MQTT subscription to ${topic} refused: not a topic of this credentials set`, 'subscribe refused');
       else if (session?.kind === 'app') refuseApp(session.id, `MQTT subscription to ${topic} refused: an app subscribes only below svc/output/v2/${session.id}/`, 'subscribe refused');
       else log.warn({ clientId: client.id, session, topic }, 'MQTT subscription refused');
@@ -807,8 +823,9 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         aedes.publish({ cmd: 'publish', topic, payload: typeof payload === 'string' ? Buffer.from(payload) : payload, qos, retain: false, dup: false }, (err) => (err ? reject(err) : resolve())),
       ),
     holdConsumers() {
-      const clients = Object.values((aedes as unknown as { clients: Record<string, Client & { subscriptions: Record<string, unknown> }> }).clients);
-      const conns = clients.filter((c) => Object.keys(c.subscriptions).some((t) => t.startsWith('svc/output/v2/'))).map((c) => c.conn as unknown as { cork(): void; uncork(): void });
+      // Every connection, not only the consumers': finding those meant listing every client's subscriptions before
+      // every batch, and a cork on a connection that receives nothing costs nothing.
+      const conns = Object.values((aedes as unknown as { clients: Record<string, Client> }).clients).map((c) => c.conn as unknown as { cork(): void; uncork(): void });
       for (const c of conns) c.cork();
       return () => {
         for (const c of conns) c.uncork();

@@ -11,6 +11,7 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { RawPublisher } from '../support/rawMqtt.js';
 import { givenUser } from '../users/given.js';
 import { closed, connectMqtt, deviceOf, eventually, givenProvider, projected, publish, type Provider } from './support.js';
+import { MAX_SUBSCRIPTIONS } from '../../ingest/broker.js';
 
 const ROOT = 'svc/generic/v2/plant';
 const GATEWAY = `${ROOT}/gw`;
@@ -329,6 +330,22 @@ broker('when a topic or a field name carries NUL or a lone surrogate, then the r
   assert.ok(messages.some((m) => m.startsWith(`MQTT message on ${ROOT}/bad not stored: the field k\\ud800 is a field name that must not contain lone UTF-16 surrogates`)), messages.join('\n'));
   assert.is(t.logs.filter((l) => Number(l.level) >= 50).length, errorsBefore, 'no log write failed');
   await c.endAsync();
+});
+
+broker('given a connection holding 1,000 subscriptions, when it subscribes to one more topic, then SUBACK 0x80; a topic it holds is granted again, and after an unsubscribe a new one is', async ({ t }) => {
+  const user = await givenUser(t, 'wide-subscriber');
+  const u = await connectMqtt(t, user.id, user.token);
+  const topic = (i: number) => `svc/output/v2/${user.id}/iotnode/d${i}`;
+  // MQTT.js turns a failure return code (0x80) into a "Subscribe error".
+  const granted = (topics: string[]) => u.subscribeAsync(topics, { qos: 1 }).then((g) => g.map((x) => x.qos), (e: Error) => (/Subscribe error/.test(e.message) ? [128] : e.message));
+  const first = await granted(Array.from({ length: MAX_SUBSCRIPTIONS }, (_, i) => topic(i)));
+  assert.ok(Array.isArray(first) && first.length === MAX_SUBSCRIPTIONS && first.every((q) => q === 1), String(first));
+  assert.equal(await granted([topic(MAX_SUBSCRIPTIONS)]), [128]);
+  assert.equal(await granted([topic(7)]), [1]);
+  await u.unsubscribeAsync(topic(0));
+  assert.equal(await granted([topic(MAX_SUBSCRIPTIONS)]), [1]);
+  assert.ok(u.connected);
+  await u.endAsync();
 });
 
 broker('when subscribing outside the own topics, then SUBACK 0x80; own output and push topics are granted', async ({ t, p }) => {
