@@ -33,6 +33,27 @@ export const RIGHTS_EVENTS: ReadonlySet<string> = new Set([
   ...OWNED_RESOURCES.flatMap((r) => [r.created, r.deleted]),
 ]);
 
+/**
+ * Events that change rights on one resource only, named by the event: its creation (its creator's rights) or
+ * deletion (every right on it), a claim, a grant or a revoke. The others (memberships, users, roles, the
+ * organization tree, a usergroup's or a unit's creation or deletion) may change anyone's rights on anything.
+ */
+const ONE_RESOURCE: ReadonlySet<string> = new Set([
+  'AccessGranted',
+  'AccessRevoked',
+  'DeviceClaimed',
+  ...OWNED_RESOURCES.filter((r) => r.resourceType !== 'usergroup' && r.resourceType !== 'organization').flatMap((r) => [r.created, r.deleted]),
+]);
+
+/** The resource whose rights an event of `ONE_RESOURCE` changes. */
+const resourceOf = (e: RecordedEvent): string => {
+  const data = e.data as { id?: string; resourceId?: string };
+  return (e.type === 'AccessGranted' || e.type === 'AccessRevoked' ? data.resourceId : data.id) ?? '';
+};
+
+/** What a batch changed: every right (`all`), the rights on some resources only, or none. */
+export type RightsChange = { all: true } | { all: false; resources: ReadonlySet<string> };
+
 /** How long a batch that changes rights waits for the read models to hold the change before it is offered again. */
 const WAIT_MS = 30_000;
 
@@ -65,12 +86,29 @@ export class OwnerRights {
    * batch holds an event that may change rights, waits for the read models
    * to hold it (when given the runner) and empties the cache.
    */
-  async follow(batch: readonly RecordedEvent[]): Promise<void> {
+  async follow(batch: readonly RecordedEvent[]): Promise<RightsChange> {
     let last: Position | null = null;
-    for (const e of batch) if (RIGHTS_EVENTS.has(e.type)) last = e.position;
-    if (!last) return;
+    let all = false;
+    const resources = new Set<string>();
+    for (const e of batch) {
+      if (!RIGHTS_EVENTS.has(e.type)) continue;
+      last = e.position;
+      if (ONE_RESOURCE.has(e.type)) resources.add(resourceOf(e));
+      else all = true;
+    }
+    if (!last) return { all: false, resources };
     if (this.projections) await this.projections.waitFor(last, WAIT_MS);
-    this.clear();
+    // Creations and deletions of anyone's resources pass all the time: they forget the answers on those resources
+    // alone, not every answer, which would make every channel and calculation ask again, one query each.
+    if (all) this.clear();
+    else this.forget(resources);
+    return all ? { all: true } : { all: false, resources };
+  }
+
+  /** Forgets the answers on these resources. */
+  private forget(resources: ReadonlySet<string>): void {
+    if (resources.size === 0) return;
+    for (const key of this.scopes.keys()) if (resources.has(key.split('/')[1]!)) this.scopes.delete(key);
   }
 
   clear(): void {
@@ -86,6 +124,7 @@ export class OwnerRights {
 
   /** Whether the user holds `need` (or more) on the resource. */
   async may(owner: Principal, resourceId: string, need: Need): Promise<boolean> {
+    // User ids are UUIDs and resource ids have no slash: the resource is the key's second part (`forget`).
     const key = `${owner.id}/${resourceId}/${need}`;
     const cached = this.scopes.get(key);
     if (cached !== undefined) return cached;

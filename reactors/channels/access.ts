@@ -13,6 +13,7 @@ import { OwnerRights } from '../rights.js';
 const MAX_VERDICTS = 100_000;
 
 const pair = (channelId: string, deviceId: string) => `${channelId}\u0000${deviceId}`;
+const unpair = (key: string) => key.split('\u0000') as [string, string];
 
 /**
  * Whether a channel may still export a device's changes. Rights are checked
@@ -52,8 +53,15 @@ export class ChannelAccess {
   }
 
   /** Called with each batch the reactor reads, before its changes are delivered. */
-  follow(batch: readonly RecordedEvent[]): Promise<void> {
-    return this.rights.follow(batch);
+  async follow(batch: readonly RecordedEvent[]): Promise<void> {
+    const change = await this.rights.follow(batch);
+    // A change on some resources only: the verdicts on pairs of those channels or devices are asked again.
+    if (!change.all && change.resources.size) {
+      for (const key of this.verdicts.keys()) {
+        const [channelId, deviceId] = unpair(key);
+        if (change.resources.has(channelId) || change.resources.has(deviceId)) this.verdicts.delete(key);
+      }
+    }
   }
 
   /** Delivery starts here: the refusals last logged on the channels are read back, and every answer is asked again. */
