@@ -147,7 +147,7 @@ export interface Broker {
   tlsPort: number | null;
   /** Publishes from the platform itself (output topics, downlinks). */
   publish(topic: string, payload: Buffer | string, qos?: 0 | 1): Promise<void>;
-  /** Corks the connections, so a batch of deliveries leaves each in one write; the returned function uncorks them. */
+  /** Corks the connections subscribed to output topics; the returned function uncorks them. */
   holdConsumers(): () => void;
   /**
    * The first step of a stop: no new connection is accepted, and a PUBLISH that arrives from here on is
@@ -823,9 +823,11 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
         aedes.publish({ cmd: 'publish', topic, payload: typeof payload === 'string' ? Buffer.from(payload) : payload, qos, retain: false, dup: false }, (err) => (err ? reject(err) : resolve())),
       ),
     holdConsumers() {
-      // Every connection, not only the consumers': finding those meant listing every client's subscriptions before
-      // every batch, and a cork on a connection that receives nothing costs nothing.
-      const conns = Object.values((aedes as unknown as { clients: Record<string, Client> }).clients).map((c) => c.conn as unknown as { cork(): void; uncork(): void });
+      // Only the consumers': a publisher's connection corked for a whole batch would fill its buffer with PUBACKs,
+      // and aedes stops reading a client whose writes wait. A connection holds at most `MAX_SUBSCRIPTIONS`, which
+      // bounds this scan per connection.
+      const clients = Object.values((aedes as unknown as { clients: Record<string, Client & { subscriptions: Record<string, unknown> }> }).clients);
+      const conns = clients.filter((c) => Object.keys(c.subscriptions).some((t) => t.startsWith('svc/output/v2/'))).map((c) => c.conn as unknown as { cork(): void; uncork(): void });
       for (const c of conns) c.cork();
       return () => {
         for (const c of conns) c.uncork();
