@@ -563,8 +563,8 @@ export async function startBroker(options: BrokerOptions): Promise<Broker> {
       const session = sessions.get(client);
       const topic = sub.topic;
       const held = (client as Client & { subscriptions: Record<string, unknown> }).subscriptions;
-      if (maySubscribe(session, topic) && (topic in held || Object.keys(held).length < MAX_SUBSCRIPTIONS)) return callback(null, sub);
       if (maySubscribe(session, topic)) {
+        if (topic in held || Object.keys(held).length < MAX_SUBSCRIPTIONS) return callback(null, sub);
         const message = `MQTT subscription to ${topic} refused: a connection holds at most ${MAX_SUBSCRIPTIONS} subscriptions; subscribe with a wildcard (svc/output/v2/<id>/#)`;
         if (session?.kind === 'credentials') refuseSet(session.id, message, 'too many subscriptions');
         else if (session?.kind === 'app') refuseApp(session.id, message, 'too many subscriptions');

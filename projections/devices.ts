@@ -234,11 +234,10 @@ function fold(events: (RecordedEvent & DeviceEvent)[], rows: Map<string, Row>, o
     row.doc = report ? report.doc : evolveDoc(row.doc, event);
     row.changed = true;
     if (event.revision % SNAPSHOT_EVERY === 0) out.snapshots.push({ d: id, r: event.revision, t: event.metadata.time, doc: row.doc });
-    if (report?.refused) {
-      const { topic, reportedAt } = (event as RecordedEvent & DeviceEvent & { type: 'DeviceReported' }).data;
-      out.refusals.push({ eventId: event.id, deviceId: id, topic, limit: report.refused, time: reportedAt, position: event.position });
-    }
-    if (event.type === 'DeviceReported' && !report!.refused) {
+    if (!report || event.type !== 'DeviceReported') continue;
+    if (report.refused) {
+      out.refusals.push({ eventId: event.id, deviceId: id, topic: event.data.topic, limit: report.refused, time: event.data.reportedAt, position: event.position });
+    } else {
       const values = historyValues(event.data.path, event.data.payload);
       for (const fields of historyRows(values)) {
         out.history.device.push(id);

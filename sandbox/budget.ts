@@ -23,34 +23,34 @@ export class TimeoutBudget {
   ) {}
 
   /** Counts a time-out or a lost context against `payer`. Answers when its calls run again: 0 while within the budget. */
-  charge(user: string): number {
+  charge(payer: string): number {
     const now = this.now();
-    const recent = this.recent(user, now);
+    const recent = this.recent(payer, now);
     recent.push(now);
-    this.strikes.delete(user);
-    this.strikes.set(user, recent);
+    this.strikes.delete(payer);
+    this.strikes.set(payer, recent);
     if (this.strikes.size > this.capacity) this.sweep(now);
-    return this.blockedUntil(user);
+    return this.blockedUntil(payer);
   }
 
   /** When the payer's translator calls run again: 0 when they run now. */
-  blockedUntil(user: string): number {
+  blockedUntil(payer: string): number {
     const now = this.now();
-    const recent = this.recent(user, now);
+    const recent = this.recent(payer, now);
     // No strike comes while calls are refused: the block ends when the oldest of the last `limit` leaves the window.
     return recent.length < this.limit ? 0 : recent[recent.length - this.limit]! + this.windowMs;
   }
 
-  private recent(user: string, now: number): number[] {
-    return (this.strikes.get(user) ?? []).filter((t) => now - t < this.windowMs);
+  private recent(payer: string, now: number): number[] {
+    return (this.strikes.get(payer) ?? []).filter((t) => now - t < this.windowMs);
   }
 
   /** Forgets payers with no strike in the window, then, if still too many, those charged longest ago (the map keeps charge order). */
   private sweep(now: number): void {
-    for (const [user, times] of this.strikes) if (times.every((t) => now - t >= this.windowMs)) this.strikes.delete(user);
-    for (const user of this.strikes.keys()) {
+    for (const [payer, times] of this.strikes) if (times.every((t) => now - t >= this.windowMs)) this.strikes.delete(payer);
+    for (const payer of this.strikes.keys()) {
       if (this.strikes.size <= this.capacity) return;
-      this.strikes.delete(user);
+      this.strikes.delete(payer);
     }
   }
 }

@@ -136,6 +136,19 @@ export function checkDefinition(d: CalculationDefinition): void {
   }
 }
 
+/** The calculations that read each field, by `fieldKey`. */
+function readersOf(links: CalculationLink[]): Map<string, CalculationLink[]> {
+  const readers = new Map<string, CalculationLink[]>();
+  for (const c of links) {
+    for (const s of c.sources) {
+      const list = readers.get(fieldKey(s));
+      if (list) list.push(c);
+      else readers.set(fieldKey(s), [c]);
+    }
+  }
+  return readers;
+}
+
 /**
  * The calculations a new result would pass through before it comes back to
  * one of the calculation's own sources, or null when it never does. The
@@ -144,11 +157,7 @@ export function checkDefinition(d: CalculationDefinition): void {
  */
 export function feedbackPath(id: string, d: CalculationDefinition, others: CalculationLink[]): CalculationLink[] | null {
   const mine = new Set(sourcesOf(d).map(fieldKey));
-  const readers = new Map<string, CalculationLink[]>();
-  for (const o of others) {
-    if (o.id === id) continue;
-    for (const s of o.sources) readers.set(fieldKey(s), [...(readers.get(fieldKey(s)) ?? []), o]);
-  }
+  const readers = readersOf(others.filter((o) => o.id !== id));
   // Breadth first from the destination; `via` keeps the first path that reached each field.
   const via = new Map<string, CalculationLink[]>([[fieldKey(d.destination), []]]);
   const queue = [fieldKey(d.destination)];
@@ -179,9 +188,7 @@ function checkNoCycle(id: string, d: CalculationDefinition, others: CalculationL
  * such chain. Refuses, naming the field, a definition with which either passes its limit.
  */
 function checkChains(id: string, d: CalculationDefinition, others: CalculationLink[]): void {
-  const all: CalculationLink[] = [...others.filter((o) => o.id !== id), { id, name: d.name, sources: sourcesOf(d), destination: d.destination }];
-  const readers = new Map<string, CalculationLink[]>();
-  for (const c of all) for (const s of c.sources) readers.set(fieldKey(s), [...(readers.get(fieldKey(s)) ?? []), c]);
+  const readers = readersOf([...others.filter((o) => o.id !== id), { id, name: d.name, sources: sourcesOf(d), destination: d.destination }]);
   const known = new Map<string, { runs: number; depth: number }>();
   const open = new Set<string>();
   // Depth first from each field, remembered per field. This calculation joins no cycle (`checkNoCycle` ran first);

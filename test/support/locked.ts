@@ -1,16 +1,16 @@
 import { sql, type Kysely } from 'kysely';
 
 /**
- * Runs `during` while another transaction holds `table` in EXCLUSIVE mode (reads go on, writes to it wait), then
- * lets the writes through.
+ * Runs `during` while another transaction holds `table` in `mode`: EXCLUSIVE by default (reads go on, writes to
+ * it wait), ACCESS EXCLUSIVE to make reads wait too; then lets them through.
  */
-export async function whileLocked<T>(db: Kysely<any>, table: string, during: () => Promise<T>): Promise<T> {
+export async function whileLocked<T>(db: Kysely<any>, table: string, during: () => Promise<T>, mode: 'EXCLUSIVE' | 'ACCESS EXCLUSIVE' = 'EXCLUSIVE'): Promise<T> {
   let release!: () => void;
   const held = new Promise<void>((resolve) => (release = resolve));
   let locked!: () => void;
   const lockTaken = new Promise<void>((resolve) => (locked = resolve));
   const holder = db.transaction().execute(async (trx) => {
-    await sql`LOCK TABLE ${sql.table(table)} IN EXCLUSIVE MODE`.execute(trx);
+    await sql`LOCK TABLE ${sql.table(table)} IN ${sql.raw(mode)} MODE`.execute(trx);
     locked();
     await held;
   });
